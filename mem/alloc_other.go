@@ -1,0 +1,9 @@
+//go:build !linux
+
+package mem
+
+// Alloc is only implemented on Linux.
+func Alloc(size int, o AllocOptions) (*Region, error) { return nil, ErrNotSupported }
+
+// Close is a no-op where Alloc is not implemented.
+func (r *Region) Close() error { return nil }
