@@ -27,6 +27,7 @@ vet: ## go vet
 
 unit: ## all tests under the race detector (privileged tests skip unless root)
 	$(GO) test -race -count=1 $(PKGS)
+	$(GO) test -race -count=1 -tags atomics_stress ./atomics
 
 fuzz-short: ## run every fuzz target for FUZZTIME (default 3s)
 	FUZZTIME=$(FUZZTIME) scripts/fuzz.sh
