@@ -3,7 +3,7 @@ GO       ?= go
 PKGS     ?= ./...
 FUZZTIME ?= 3s
 
-.PHONY: help build demo test check fmt-check vet unit fuzz-short fuzz bench clean
+.PHONY: help build demo test check fmt-check vet unit fuzz-short fuzz bench clean generate
 
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -37,6 +37,9 @@ fuzz: ## run every fuzz target for 2 minutes (override FUZZTIME)
 
 bench: ## every benchmark, 0-alloc report, 5 runs (feed to benchstat)
 	$(GO) test -run='^$$' -bench=. -benchmem -count=5 $(PKGS)
+
+generate: ## rebuild generated code (bpf/: needs clang, llvm-strip, libbpf-dev headers)
+	$(GO) generate ./bpf/...
 
 clean:
 	$(GO) clean -testcache

@@ -10,7 +10,7 @@ failed=0
 while IFS= read -r line; do
 	file=${line%%:*}
 	name=$(sed -E 's/^func (Fuzz[A-Za-z0-9_]*).*/\1/' <<<"${line#*:}")
-	pkg=./$(dirname "$file")
+	pkg=$(dirname "$file")
 	count=$((count + 1))
 	echo "fuzz $pkg $name ($fuzztime)"
 	if ! go test -run='^$' -fuzz="^${name}\$" -fuzztime="$fuzztime" "$pkg" >/tmp/xrnic-fuzz.$$ 2>&1; then

@@ -1,0 +1,2 @@
+/* See types.h in this directory. */
+#include <asm-generic/posix_types.h>
