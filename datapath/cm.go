@@ -1,0 +1,573 @@
+package datapath
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"sync"
+	"time"
+
+	"xrnic/mem"
+	"xrnic/wire/mpa"
+	"xrnic/wire/term"
+)
+
+// Connection setup errors.
+var (
+	// ErrRejected is matched (errors.Is) by a *RejectedError.
+	ErrRejected = errors.New("datapath: connection rejected by the peer")
+	// ErrRevMismatch: the Reply's revision is not the Request's.
+	ErrRevMismatch = errors.New("datapath: MPA Reply revision differs from the Request's")
+)
+
+// ConnParams are the parameters of one side of an MPA connection setup
+// (RFC 5044 §7.1, RFC 6581), as rdma_conn_param.
+type ConnParams struct {
+	// PrivateData goes in the Request or Reply (at most 512 bytes, 508
+	// with MPA revision 2).
+	PrivateData []byte
+	// IRD and ORD are the inbound and outbound Read+Atomic depths to
+	// negotiate; 0 takes the QP's MaxIRD/MaxORD, a negative value asks
+	// for 0.
+	IRD, ORD int
+	// Rev is the MPA revision an initiator sends: 2 (RFC 6581, the
+	// default when 0) or 1 (RFC 5044). A responder answers in kind.
+	Rev uint8
+	// PeerToPeer asks (initiator) for RTR negotiation; a responder echoes
+	// the initiator's choice.
+	PeerToPeer bool
+	// RTR is, for an initiator, the RTR types it offers (default all), and
+	// for a responder those it accepts (default all).
+	RTR mpa.RTR
+	// NoCRC asks not to use CRCs; they are off only if both sides ask.
+	NoCRC bool
+	// Markers asks the peer to insert markers in what it sends to us.
+	Markers bool
+	// RequiredORD (responder) is the smallest ORD the responder needs; an
+	// initiator IRD below it is rejected with Terminate code 0x06.
+	RequiredORD uint16
+	// Timeout bounds each setup step (default: the device's ConnTimeout).
+	Timeout time.Duration
+}
+
+// ConnInfo is the outcome of connection setup.
+type ConnInfo struct {
+	Initiator  bool
+	Rev        uint8
+	CRC        bool
+	MarkersTx  bool // we insert markers (the peer asked)
+	MarkersRx  bool // the peer inserts markers (we asked)
+	IRD, ORD   int
+	PeerToPeer bool
+	// RTR is, for the initiator, the RTR type it sent; for the responder
+	// the types it accepted.
+	RTR    mpa.RTR
+	MULPDU int
+	// PeerPrivateData is the peer's ULP private data.
+	PeerPrivateData []byte
+	// PeerEnhanced is the peer's RFC 6581 word (HasEnhanced) with its raw
+	// IRD/ORD, as RFC 6581 §9.1 asks to hand to the ULP.
+	PeerEnhanced mpa.Enhanced
+	HasEnhanced  bool
+}
+
+// ConnError is a connection setup failure: Op names the step; Err is the
+// cause (a *term.Error for MPA/RFC 6581 protocol failures, a timeout, ...).
+type ConnError struct {
+	Op  string
+	Err error
+}
+
+func (e *ConnError) Error() string { return "datapath: connect: " + e.Op + ": " + e.Err.Error() }
+func (e *ConnError) Unwrap() error { return e.Err }
+
+// RejectedError reports a Reply with R=1.
+type RejectedError struct {
+	PrivateData  []byte       // the responder's private data
+	PeerEnhanced mpa.Enhanced // its RFC 6581 word, if HasEnhanced
+	HasEnhanced  bool
+}
+
+func (e *RejectedError) Error() string   { return ErrRejected.Error() }
+func (e *RejectedError) Is(t error) bool { return t == ErrRejected }
+
+func (qp *QP) params(p ConnParams) (ird, ord int, timeout time.Duration) {
+	ird, ord = p.IRD, p.ORD
+	if ird == 0 || ird > qp.maxIRD {
+		ird = qp.maxIRD
+	}
+	if ord == 0 || ord > qp.maxORD {
+		ord = qp.maxORD
+	}
+	ird, ord = max(ird, 0), max(ord, 0)
+	timeout = p.Timeout
+	if timeout <= 0 {
+		timeout = qp.dev.cfg.ConnTimeout
+	}
+	return
+}
+
+// guard bounds a setup step by ctx and timeout through the LLP deadlines; the
+// returned function clears them and reports whether ctx fired.
+func guard(ctx context.Context, llp LLP, timeout time.Duration) func() error {
+	dl := time.Now().Add(timeout)
+	if d, ok := ctx.Deadline(); ok && d.Before(dl) {
+		dl = d
+	}
+	llp.SetReadDeadline(dl)
+	llp.SetWriteDeadline(dl)
+	stop := context.AfterFunc(ctx, func() {
+		past := time.Unix(1, 0)
+		llp.SetReadDeadline(past)
+		llp.SetWriteDeadline(past)
+	})
+	return func() error {
+		if !stop() && ctx.Err() != nil {
+			return ctx.Err()
+		}
+		llp.SetReadDeadline(time.Time{})
+		llp.SetWriteDeadline(time.Time{})
+		return nil
+	}
+}
+
+// readFrame reads exactly one MPA Request or Reply: the 20-byte header,
+// then exactly PD_Length more bytes, never into the FPDUs that follow.
+func readFrame(llp LLP, kind mpa.Kind) (mpa.Frame, error) {
+	var hdr [mpa.FrameHeaderLen]byte
+	if _, err := io.ReadFull(llp, hdr[:]); err != nil {
+		return nil, err
+	}
+	rem, err := mpa.FrameRemaining(hdr[:], kind)
+	if err != nil {
+		return nil, err
+	}
+	buf := make([]byte, mpa.FrameHeaderLen+rem)
+	copy(buf, hdr[:])
+	if _, err := io.ReadFull(llp, buf[mpa.FrameHeaderLen:]); err != nil {
+		return nil, err
+	}
+	return mpa.ParseFrame(buf, kind)
+}
+
+func (qp *QP) begin() error {
+	qp.mu.Lock()
+	defer qp.mu.Unlock()
+	if qp.state != QPInit || qp.closing.Load() {
+		return ErrAlreadyInUse
+	}
+	qp.state = QPConnecting
+	return nil
+}
+
+func (qp *QP) failConnect(llp LLP, err error) error {
+	llp.Close()
+	qp.mu.Lock()
+	qp.state = QPError
+	qp.flushLocked()
+	qp.mu.Unlock()
+	return err
+}
+
+// sendSetupTerminate sends the Terminate of a failed RFC 6581 negotiation
+// as the first (and last) FPDU.
+func sendSetupTerminate(llp LLP, e *term.Error, crc, markers bool) {
+	f := mpa.NewFramer(mpa.FramerConfig{Markers: markers, CRC: crc})
+	var buf [256]byte
+	h := f.HeaderLen()
+	n, err := putTerminate(buf[h:], e, nil)
+	if err != nil {
+		return
+	}
+	wl, err := f.Seal(buf[:], n)
+	if err == nil {
+		llp.Write(buf[:wl])
+	}
+	llp.CloseWrite()
+}
+
+// Connect dials addr over kernel TCP and connects the QP as MPA initiator.
+func (qp *QP) Connect(ctx context.Context, addr string, p ConnParams) error {
+	if err := qp.begin(); err != nil {
+		return err
+	}
+	var d net.Dialer
+	c, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		qp.mu.Lock()
+		qp.state = QPError
+		qp.flushLocked()
+		qp.mu.Unlock()
+		return &ConnError{"dial", err}
+	}
+	return qp.connect(ctx, NewTCPLLP(c.(*net.TCPConn)), p)
+}
+
+// ConnectLLP connects the QP as MPA initiator over an established LLP (the
+// user-space TCP, or tests). On failure the LLP is closed and the QP is in
+// error.
+func (qp *QP) ConnectLLP(ctx context.Context, llp LLP, p ConnParams) error {
+	if err := qp.begin(); err != nil {
+		return err
+	}
+	return qp.connect(ctx, llp, p)
+}
+
+func (qp *QP) connect(ctx context.Context, llp LLP, p ConnParams) error {
+	ird, ord, timeout := qp.params(p)
+	rev := p.Rev
+	if rev == 0 {
+		rev = mpa.Rev2
+	}
+	if rev != mpa.Rev1 && rev != mpa.Rev2 {
+		return qp.failConnect(llp, &ConnError{"request", ErrUnsupportedRv})
+	}
+	offer := p.RTR
+	if offer == mpa.RTRNone {
+		offer = mpa.RTRAll
+	}
+	ip := mpa.InitiatorParams{IRD: uint16(ird), MaxIRD: uint16(qp.maxIRD), ORD: uint16(ord), PeerToPeer: p.PeerToPeer, RTR: offer}
+	fp := mpa.FrameParams{M: p.Markers, C: !p.NoCRC, Rev: rev}
+	if rev == mpa.Rev2 {
+		fp.HasEnhanced = true
+		fp.Enhanced = mpa.RequestWord(ip)
+	} else if p.PeerToPeer {
+		return qp.failConnect(llp, &ConnError{"request", errors.New("datapath: peer-to-peer mode needs MPA revision 2")})
+	}
+	done := guard(ctx, llp, timeout)
+	buf := make([]byte, mpa.MaxFrameLen)
+	n, err := mpa.PutFrame(buf, mpa.Request, fp, p.PrivateData)
+	if err != nil {
+		done()
+		return qp.failConnect(llp, &ConnError{"encode request", err})
+	}
+	if _, err := llp.Write(buf[:n]); err != nil {
+		done()
+		return qp.failConnect(llp, &ConnError{"send request", err})
+	}
+	reply, err := readFrame(llp, mpa.Reply)
+	if cerr := done(); cerr != nil && err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return qp.failConnect(llp, &ConnError{"read reply", err})
+	}
+	if reply.Rev() != rev {
+		return qp.failConnect(llp, &ConnError{"reply", ErrRevMismatch})
+	}
+	info := ConnInfo{Initiator: true, Rev: rev, CRC: fp.C || reply.C(), MarkersTx: reply.M(), MarkersRx: p.Markers,
+		IRD: ird, ORD: ord, PeerPrivateData: append([]byte(nil), reply.ULPPrivateData()...)}
+	info.PeerEnhanced, info.HasEnhanced = reply.Enhanced()
+	if reply.R() {
+		return qp.failConnect(llp, &RejectedError{PrivateData: info.PeerPrivateData, PeerEnhanced: info.PeerEnhanced, HasEnhanced: info.HasEnhanced})
+	}
+	var rtr mpa.RTR
+	if rev == mpa.Rev2 {
+		var neg mpa.Negotiated
+		var nerr error
+		if info.HasEnhanced {
+			neg, nerr = mpa.Complete(fp.Enhanced, info.PeerEnhanced, ip)
+		} else if p.PeerToPeer {
+			nerr = term.MPANoMatchingRTR
+		} else {
+			neg = mpa.Negotiated{IRD: uint16(ird), ORD: uint16(ord)}
+		}
+		if nerr != nil {
+			sendSetupTerminate(llp, asTermError(nerr), info.CRC, info.MarkersTx)
+			return qp.failConnect(llp, &ConnError{"negotiate", asTermError(nerr)})
+		}
+		info.IRD, info.ORD = min(int(neg.IRD), qp.maxIRD), min(int(neg.ORD), qp.maxORD)
+		info.PeerToPeer = p.PeerToPeer
+		rtr = neg.RTR
+		info.RTR = rtr
+	}
+	return qp.establish(llp, info, rtr)
+}
+
+// establish starts full MPA operation on the QP.
+func (qp *QP) establish(llp LLP, info ConnInfo, rtr mpa.RTR) error {
+	info.MULPDU = mpa.MULPDU(llp.EMSS(), info.MarkersTx)
+	qp.mu.Lock()
+	if qp.state != QPConnecting || qp.closing.Load() {
+		qp.mu.Unlock()
+		return qp.failConnect(llp, ErrClosed)
+	}
+	qp.llp = llp
+	qp.conn = info
+	qp.ird, qp.ord = info.IRD, info.ORD
+	qp.framer = mpa.NewFramer(mpa.FramerConfig{Markers: info.MarkersTx, CRC: info.CRC})
+	qp.deframer = mpa.NewDeframer(mpa.DeframerConfig{Markers: info.MarkersRx, CRC: info.CRC})
+	qp.mulpdu = info.MULPDU
+	qp.txbuf = make([]byte, txBufLen+qp.framer.WireLen(qp.mulpdu)+64)
+	qp.txReader = qp.dev.table.NewReader()
+	qp.rxReader = qp.dev.table.NewReader()
+	if info.Initiator {
+		qp.txOpen = true
+		if info.PeerToPeer {
+			qp.rtrPending = rtr.Pick()
+		}
+	} else {
+		qp.rxFirst = true
+		qp.rxAwaitRTR = info.PeerToPeer
+	}
+	qp.state = QPRTS
+	qp.wg.Add(1)
+	go qp.runTx()
+	if pl, ok := llp.(PushLLP); ok {
+		qp.mu.Unlock()
+		pl.StartPush(qp.rxPush)
+	} else {
+		qp.rxbuf = make([]byte, 256<<10)
+		qp.wg.Add(1)
+		go qp.runRx()
+		qp.mu.Unlock()
+	}
+	qp.ring()
+	return nil
+}
+
+const (
+	rtrSend  = mpa.RTRSend
+	rtrWrite = mpa.RTRWrite
+	rtrRead  = mpa.RTRRead
+)
+
+// Disconnect closes the connection in order: posting is refused, the SQ
+// and the answers to the peer's Reads/Atomics drain, then the LLP is
+// half-closed and Disconnect waits for the peer's FIN (or ctx). Remaining
+// receives complete flushed.
+func (qp *QP) Disconnect(ctx context.Context) error {
+	qp.mu.Lock()
+	if qp.state != QPRTS {
+		qp.mu.Unlock()
+		return ErrNotConnected
+	}
+	qp.state = QPClosing
+	qp.mu.Unlock()
+	qp.ring()
+	select {
+	case <-qp.rxExit:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (qp *QP) disconnect(deadline time.Time) {
+	ctx, cancel := context.WithDeadline(context.Background(), deadline)
+	qp.Disconnect(ctx)
+	cancel()
+}
+
+// Listener accepts MPA connection requests on a kernel TCP socket.
+type Listener struct {
+	dev *Device
+	ln  *net.TCPListener
+
+	mu     sync.Mutex
+	closed bool
+	// Malformed counts connections dropped for a bad Request (closed
+	// without a Reply, RFC 5044 §7.1.2).
+	malformed int
+}
+
+// Listen opens a TCP listener (network "tcp", "tcp4" or "tcp6").
+func (d *Device) Listen(network, addr string) (*Listener, error) {
+	ln, err := net.Listen(network, addr)
+	if err != nil {
+		return nil, err
+	}
+	l := &Listener{dev: d, ln: ln.(*net.TCPListener)}
+	d.mu.Lock()
+	if d.closed {
+		d.mu.Unlock()
+		ln.Close()
+		return nil, ErrClosed
+	}
+	d.lns[l] = struct{}{}
+	d.mu.Unlock()
+	return l, nil
+}
+
+// Addr returns the listening address.
+func (l *Listener) Addr() net.Addr { return l.ln.Addr() }
+
+// Close stops listening.
+func (l *Listener) Close() error {
+	l.dev.mu.Lock()
+	delete(l.dev.lns, l)
+	l.dev.mu.Unlock()
+	return l.ln.Close()
+}
+
+// Malformed returns how many connections were dropped for a bad Request.
+func (l *Listener) Malformed() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.malformed
+}
+
+// Accept waits for a TCP connection carrying a valid MPA Request and
+// returns it. Connections with a malformed Request (bad key, revision or
+// length) or none within the timeout are closed and skipped.
+func (l *Listener) Accept(ctx context.Context) (*ConnRequest, error) {
+	for {
+		stop := context.AfterFunc(ctx, func() { l.ln.SetDeadline(time.Unix(1, 0)) })
+		c, err := l.ln.AcceptTCP()
+		if !stop() && ctx.Err() != nil {
+			if c != nil {
+				c.Close()
+			}
+			l.ln.SetDeadline(time.Time{})
+			return nil, ctx.Err()
+		}
+		if err != nil {
+			return nil, err
+		}
+		req, err := l.dev.ReadConnRequest(ctx, NewTCPLLP(c))
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			l.mu.Lock()
+			l.malformed++
+			l.mu.Unlock()
+			continue
+		}
+		return req, nil
+	}
+}
+
+// ConnRequest is a received MPA Request waiting for Accept or Reject.
+type ConnRequest struct {
+	Rev         uint8
+	PrivateData []byte // the initiator's ULP private data
+	PeerCRC     bool   // the initiator asked for CRCs
+	PeerMarkers bool   // the initiator asked for markers
+	// Enhanced is the initiator's RFC 6581 word (HasEnhanced): its raw
+	// IRD/ORD, peer-to-peer flag and offered RTR types.
+	Enhanced    mpa.Enhanced
+	HasEnhanced bool
+
+	llp  LLP
+	dev  *Device
+	done bool
+}
+
+// ReadConnRequest reads and validates an MPA Request on an established LLP
+// (the responder side of ConnectLLP). A malformed Request closes the LLP and
+// is reported as a *ConnError (RFC 5044 §7.1.2).
+func (d *Device) ReadConnRequest(ctx context.Context, llp LLP) (*ConnRequest, error) {
+	done := guard(ctx, llp, d.cfg.ConnTimeout)
+	f, err := readFrame(llp, mpa.Request)
+	if cerr := done(); cerr != nil && err == nil {
+		err = cerr
+	}
+	if err != nil {
+		llp.Close()
+		return nil, &ConnError{"read request", err}
+	}
+	if f.Rev() != mpa.Rev1 && f.Rev() != mpa.Rev2 {
+		llp.Close()
+		return nil, &ConnError{"request", ErrUnsupportedRv}
+	}
+	r := &ConnRequest{Rev: f.Rev(), PrivateData: append([]byte(nil), f.ULPPrivateData()...), PeerCRC: f.C(), PeerMarkers: f.M(), llp: llp, dev: d}
+	r.Enhanced, r.HasEnhanced = f.Enhanced()
+	return r, nil
+}
+
+// Accept answers the Request with a Reply (R=0) in the same revision and
+// starts the QP as responder. With RFC 6581 it negotiates IRD/ORD and RTR;
+// if the initiator's IRD is below p.RequiredORD it sends a reject Reply
+// stating the needed ORD (RFC 6581 §9.1) and returns a *ConnError with
+// term.MPAInsufficientIRD.
+func (r *ConnRequest) Accept(ctx context.Context, qp *QP, p ConnParams) error {
+	if r.done {
+		return ErrState
+	}
+	if qp.dev != r.dev {
+		return ErrWrongDevice
+	}
+	if err := qp.begin(); err != nil {
+		return err
+	}
+	r.done = true
+	llp := r.llp
+	ird, ord, timeout := qp.params(p)
+	fp := mpa.FrameParams{M: p.Markers, C: !p.NoCRC, Rev: r.Rev}
+	info := ConnInfo{Rev: r.Rev, CRC: fp.C || r.PeerCRC, MarkersTx: r.PeerMarkers, MarkersRx: p.Markers,
+		IRD: ird, ORD: ord, PeerPrivateData: r.PrivateData, PeerEnhanced: r.Enhanced, HasEnhanced: r.HasEnhanced}
+	var negErr error
+	if r.HasEnhanced {
+		accept := p.RTR
+		if accept == mpa.RTRNone {
+			accept = mpa.RTRAll
+		}
+		reply, local, err := mpa.Respond(r.Enhanced, mpa.ResponderParams{MaxIRD: uint16(ird), ORD: uint16(ord), RequiredORD: p.RequiredORD, RTR: accept})
+		if err != nil && !errors.Is(err, term.MPAInsufficientIRD) {
+			return qp.failConnect(llp, &ConnError{"negotiate", err})
+		}
+		negErr = err
+		fp.HasEnhanced = true
+		fp.Enhanced = reply
+		info.IRD, info.ORD = min(int(local.IRD), qp.maxIRD), min(int(local.ORD), qp.maxORD)
+		info.PeerToPeer = r.Enhanced.PeerToPeer
+		info.RTR = local.RTR
+	}
+	pd := p.PrivateData
+	if negErr != nil {
+		fp.R = true
+	}
+	done := guard(ctx, llp, timeout)
+	buf := make([]byte, mpa.MaxFrameLen)
+	n, err := mpa.PutFrame(buf, mpa.Reply, fp, pd)
+	if err == nil {
+		_, err = llp.Write(buf[:n])
+	}
+	if cerr := done(); cerr != nil && err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return qp.failConnect(llp, &ConnError{"send reply", err})
+	}
+	if negErr != nil {
+		llp.CloseWrite()
+		return qp.failConnect(llp, &ConnError{"negotiate", asTermError(negErr)})
+	}
+	return qp.establish(llp, info, info.RTR)
+}
+
+// Reject answers the Request with a Reply with R=1 carrying privateData,
+// then closes the connection.
+func (r *ConnRequest) Reject(privateData []byte) error {
+	if r.done {
+		return ErrState
+	}
+	r.done = true
+	fp := mpa.FrameParams{Rev: r.Rev, R: true, C: true}
+	if r.HasEnhanced {
+		fp.HasEnhanced = true
+		fp.Enhanced = mpa.Enhanced{PeerToPeer: r.Enhanced.PeerToPeer, IRD: 0, ORD: 0}
+	}
+	buf := make([]byte, mpa.MaxFrameLen)
+	n, err := mpa.PutFrame(buf, mpa.Reply, fp, privateData)
+	if err == nil {
+		r.llp.SetWriteDeadline(time.Now().Add(r.dev.cfg.ConnTimeout))
+		_, err = r.llp.Write(buf[:n])
+		r.llp.CloseWrite()
+	}
+	r.llp.Close()
+	return err
+}
+
+// Close drops a request that was neither accepted nor rejected.
+func (r *ConnRequest) Close() error {
+	if r.done {
+		return nil
+	}
+	r.done = true
+	return r.llp.Close()
+}
+
+var _ = mem.LocalWrite

@@ -1,0 +1,185 @@
+package datapath
+
+import (
+	"context"
+	"sync"
+)
+
+// CQ is a completion queue: a fixed ring of Completions. Every posted work
+// request reserves one entry until its completion is polled (or, for an
+// unsignalled success, until it completes), so a completion can never be
+// lost: posting fails with ErrCQFull instead.
+type CQ struct {
+	dev *Device
+
+	mu       sync.Mutex
+	ring     []Completion
+	head, n  int
+	reserved int // entries promised to posted WRs (queued ones included)
+	attached int // sum of the depths of the queues attached
+	armed    uint8
+	closed   bool
+
+	wake   chan struct{} // Wait
+	events chan struct{} // armed notifications
+}
+
+const (
+	armNone = iota
+	armNext
+	armSolicited
+)
+
+// CreateCQ creates a CQ with room for depth completions.
+func (d *Device) CreateCQ(depth int) (*CQ, error) {
+	if depth <= 0 || depth > d.cfg.MaxCQE {
+		return nil, ErrBadAttr
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		return nil, ErrClosed
+	}
+	cq := &CQ{dev: d, ring: make([]Completion, depth), wake: make(chan struct{}, 1), events: make(chan struct{}, 1)}
+	d.cqs[cq] = struct{}{}
+	return cq, nil
+}
+
+// Cap returns the CQ capacity.
+func (cq *CQ) Cap() int { return len(cq.ring) }
+
+// Len returns the number of completions waiting to be polled.
+func (cq *CQ) Len() int {
+	cq.mu.Lock()
+	defer cq.mu.Unlock()
+	return cq.n
+}
+
+// Poll moves up to len(wc) completions into wc and returns how many. It
+// never blocks and never allocates.
+func (cq *CQ) Poll(wc []Completion) int {
+	cq.mu.Lock()
+	k := 0
+	for k < len(wc) && cq.n > 0 {
+		wc[k] = cq.ring[cq.head]
+		cq.ring[cq.head] = Completion{}
+		cq.head++
+		if cq.head == len(cq.ring) {
+			cq.head = 0
+		}
+		cq.n--
+		k++
+	}
+	cq.reserved -= k
+	cq.mu.Unlock()
+	return k
+}
+
+// Wait blocks until at least one completion is queued or ctx ends. It is
+// meant for one waiting goroutine per CQ.
+func (cq *CQ) Wait(ctx context.Context) error {
+	for {
+		cq.mu.Lock()
+		n := cq.n
+		cq.mu.Unlock()
+		if n > 0 {
+			return nil
+		}
+		select {
+		case <-cq.wake:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// Arm requests one notification on Events for the next completion, or
+// with solicitedOnly for the next solicited receive completion or error
+// (ibv_req_notify_cq).
+func (cq *CQ) Arm(solicitedOnly bool) {
+	cq.mu.Lock()
+	if solicitedOnly {
+		cq.armed = armSolicited
+	} else {
+		cq.armed = armNext
+	}
+	cq.mu.Unlock()
+}
+
+// Events returns the notification channel (capacity 1) that Arm arms.
+func (cq *CQ) Events() <-chan struct{} { return cq.events }
+
+// Close destroys the CQ; QPs using it must be closed first.
+func (cq *CQ) Close() error {
+	cq.mu.Lock()
+	if cq.attached > 0 {
+		cq.mu.Unlock()
+		return ErrCQBusy
+	}
+	cq.closed = true
+	cq.mu.Unlock()
+	cq.dev.mu.Lock()
+	delete(cq.dev.cqs, cq)
+	cq.dev.mu.Unlock()
+	return nil
+}
+
+func (cq *CQ) attach(depth int) bool {
+	cq.mu.Lock()
+	defer cq.mu.Unlock()
+	if cq.closed || cq.attached+depth > len(cq.ring) {
+		return false
+	}
+	cq.attached += depth
+	return true
+}
+
+func (cq *CQ) detach(depth int) {
+	cq.mu.Lock()
+	cq.attached -= depth
+	cq.mu.Unlock()
+}
+
+// reserve promises an entry to a WR being posted.
+func (cq *CQ) reserve() bool {
+	cq.mu.Lock()
+	ok := cq.reserved < len(cq.ring)
+	if ok {
+		cq.reserved++
+	}
+	cq.mu.Unlock()
+	return ok
+}
+
+// release gives back the entry of a WR that completes without a completion.
+func (cq *CQ) release() {
+	cq.mu.Lock()
+	cq.reserved--
+	cq.mu.Unlock()
+}
+
+// push queues a completion of a WR that reserved an entry; it cannot fail.
+func (cq *CQ) push(c *Completion) {
+	cq.mu.Lock()
+	i := cq.head + cq.n
+	if i >= len(cq.ring) {
+		i -= len(cq.ring)
+	}
+	cq.ring[i] = *c
+	cq.n++
+	notify := cq.armed == armNext || (cq.armed == armSolicited && (c.Flags&WCSolicited != 0 || c.Status != StatusSuccess))
+	if notify {
+		cq.armed = armNone
+	}
+	cq.mu.Unlock()
+	select {
+	case cq.wake <- struct{}{}:
+	default:
+	}
+	if notify {
+		select {
+		case cq.events <- struct{}{}:
+		default:
+		}
+	}
+}

@@ -1,0 +1,189 @@
+// Package datapathtest has a raw iWARP peer for tests of the datapath
+// engine: it performs the MPA exchange by hand over a kernel TCP
+// connection and then sends arbitrary (also malformed) DDP segments and
+// reads back what the engine answers, typically a Terminate to decode with
+// term.Decode. It imports only the wire packages, so datapath's own tests
+// can use it.
+package datapathtest
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"time"
+
+	"xrnic/wire/ddp"
+	"xrnic/wire/mpa"
+	"xrnic/wire/rdmap"
+	"xrnic/wire/term"
+)
+
+// Options are the raw peer's MPA Request.
+type Options struct {
+	Rev         uint8 // 2 (default) or 1
+	NoCRC       bool
+	Markers     bool
+	PrivateData []byte
+	IRD, ORD    uint16 // Rev 2 enhanced word (default 16/16)
+	PeerToPeer  bool
+	RTR         mpa.RTR
+}
+
+// Peer is a connected raw MPA initiator.
+type Peer struct {
+	Conn     net.Conn
+	Reply    mpa.Frame
+	CRC      bool
+	Framer   *mpa.Framer
+	Deframer *mpa.Deframer
+	rbuf     []byte
+	pending  []byte
+	wbuf     []byte
+}
+
+// Dial connects to addr and performs the MPA exchange as initiator.
+func Dial(ctx context.Context, addr string, o Options) (*Peer, error) {
+	var d net.Dialer
+	c, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	c.(*net.TCPConn).SetNoDelay(true)
+	p, err := Handshake(c, o)
+	if err != nil {
+		c.Close()
+		return nil, err
+	}
+	return p, nil
+}
+
+// Handshake performs the MPA exchange as initiator on an open connection.
+func Handshake(c net.Conn, o Options) (*Peer, error) {
+	if o.Rev == 0 {
+		o.Rev = mpa.Rev2
+	}
+	if o.IRD == 0 {
+		o.IRD = 16
+	}
+	if o.ORD == 0 {
+		o.ORD = 16
+	}
+	fp := mpa.FrameParams{M: o.Markers, C: !o.NoCRC, Rev: o.Rev}
+	if o.Rev == mpa.Rev2 {
+		fp.HasEnhanced = true
+		fp.Enhanced = mpa.Enhanced{PeerToPeer: o.PeerToPeer, RTR: o.RTR, IRD: o.IRD, ORD: o.ORD}
+	}
+	buf := make([]byte, mpa.MaxFrameLen)
+	n, err := mpa.PutFrame(buf, mpa.Request, fp, o.PrivateData)
+	if err != nil {
+		return nil, err
+	}
+	c.SetDeadline(time.Now().Add(5 * time.Second))
+	defer c.SetDeadline(time.Time{})
+	if _, err := c.Write(buf[:n]); err != nil {
+		return nil, err
+	}
+	hdr := make([]byte, mpa.FrameHeaderLen)
+	if _, err := io.ReadFull(c, hdr); err != nil {
+		return nil, err
+	}
+	rem, err := mpa.FrameRemaining(hdr, mpa.Reply)
+	if err != nil {
+		return nil, err
+	}
+	f := make([]byte, mpa.FrameHeaderLen+rem)
+	copy(f, hdr)
+	if _, err := io.ReadFull(c, f[mpa.FrameHeaderLen:]); err != nil {
+		return nil, err
+	}
+	reply, err := mpa.ParseFrame(f, mpa.Reply)
+	if err != nil {
+		return nil, err
+	}
+	p := &Peer{Conn: c, Reply: reply, CRC: fp.C || reply.C(), rbuf: make([]byte, 1<<16), wbuf: make([]byte, 1<<17)}
+	p.Framer = mpa.NewFramer(mpa.FramerConfig{Markers: reply.M(), CRC: p.CRC})
+	p.Deframer = mpa.NewDeframer(mpa.DeframerConfig{Markers: o.Markers, CRC: p.CRC})
+	if reply.R() {
+		return p, errors.New("datapathtest: rejected")
+	}
+	return p, nil
+}
+
+// FPDU frames ulpdu as the next FPDU and returns the wire bytes (to send
+// with WriteRaw, possibly corrupted).
+func (p *Peer) FPDU(ulpdu []byte) []byte {
+	n, err := p.Framer.Frame(p.wbuf, ulpdu)
+	if err != nil {
+		panic(err)
+	}
+	return append([]byte(nil), p.wbuf[:n]...)
+}
+
+// Send frames ulpdu (one DDP segment) and writes it.
+func (p *Peer) Send(ulpdu []byte) error { return p.WriteRaw(p.FPDU(ulpdu)) }
+
+// WriteRaw writes bytes as they are.
+func (p *Peer) WriteRaw(b []byte) error {
+	_, err := p.Conn.Write(b)
+	return err
+}
+
+// Next returns the next ULPDU received (a copy), or an error (io.EOF when
+// the engine closed the stream).
+func (p *Peer) Next(timeout time.Duration) ([]byte, error) {
+	p.Conn.SetReadDeadline(time.Now().Add(timeout))
+	defer p.Conn.SetReadDeadline(time.Time{})
+	for {
+		for len(p.pending) > 0 {
+			u, k, err := p.Deframer.Next(p.pending)
+			if err != nil {
+				return nil, err
+			}
+			p.pending = p.pending[k:]
+			if u != nil {
+				return append([]byte(nil), u...), nil
+			}
+		}
+		n, err := p.Conn.Read(p.rbuf)
+		if n > 0 {
+			p.pending = p.rbuf[:n]
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+}
+
+// ExpectTerminate reads until a Terminate arrives and returns its decoded
+// header and the whole ULPDU (skipping any other segments).
+func (p *Peer) ExpectTerminate(timeout time.Duration) (term.Terminate, []byte, error) {
+	for {
+		u, err := p.Next(timeout)
+		if err != nil {
+			return term.Terminate{}, nil, err
+		}
+		seg, err := ddp.Parse(u)
+		if err != nil || seg.IsTagged() || rdmap.Control(seg.RsvdULP()).OpCode() != rdmap.OpTerminate {
+			continue
+		}
+		t, err := term.Decode(seg.Payload())
+		return t, u, err
+	}
+}
+
+// ExpectEOF reads until the engine closes the stream.
+func (p *Peer) ExpectEOF(timeout time.Duration) error {
+	for {
+		if _, err := p.Next(timeout); err != nil {
+			if errors.Is(err, io.EOF) {
+				return nil
+			}
+			return err
+		}
+	}
+}
+
+// Close closes the connection.
+func (p *Peer) Close() error { return p.Conn.Close() }

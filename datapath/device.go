@@ -1,0 +1,176 @@
+package datapath
+
+import (
+	"errors"
+	"sync"
+	"time"
+
+	"xrnic/atomics"
+	"xrnic/mem"
+	"xrnic/wire/mpa"
+)
+
+// Control-path errors. Posting errors are sentinels too (no formatting on
+// the hot path).
+var (
+	ErrClosed        = errors.New("datapath: closed")
+	ErrTooManyQPs    = errors.New("datapath: too many QPs (raise Config.MaxQPs)")
+	ErrCQOverflow    = errors.New("datapath: CQ too small for the queues attached to it (its capacity must cover their depths)")
+	ErrCQBusy        = errors.New("datapath: CQ still has QPs attached")
+	ErrBadAttr       = errors.New("datapath: QP or CQ attribute out of the device limits")
+	ErrQueueFull     = errors.New("datapath: work queue full")
+	ErrCQFull        = errors.New("datapath: completion queue has no room for another outstanding work request (poll it)")
+	ErrInvalidWR     = errors.New("datapath: invalid work request (opcode, SGE count or atomic buffer)")
+	ErrTooLong       = errors.New("datapath: message longer than the device maximum")
+	ErrState         = errors.New("datapath: QP is not in a state that allows this")
+	ErrWrongDevice   = errors.New("datapath: object belongs to another device")
+	ErrNotConnected  = errors.New("datapath: QP not connected")
+	ErrAlreadyInUse  = errors.New("datapath: QP already connected or connecting")
+	ErrNoAtomics     = errors.New("datapath: peer does not support RFC 7306 atomics")
+	ErrUnsupportedRv = errors.New("datapath: unsupported MPA revision (0 = RDMA Consortium)")
+)
+
+// Config holds the device limits and connection defaults. Zero fields take
+// the defaults shown.
+type Config struct {
+	MaxQPs     int    // 1024
+	MaxWR      int    // per queue, 4096
+	MaxSGE     int    // per WR, 16
+	MaxCQE     int    // per CQ, 65536
+	MaxMR      int    // 65536 (STag table size)
+	MaxORD     int    // outbound Reads+Atomics per QP, 128 (at most 0x3FFE)
+	MaxIRD     int    // inbound Reads+Atomics per QP, 128 (at most 0x3FFE)
+	MaxMsgSize uint32 // 1 GiB
+
+	// ConnTimeout bounds each step of connection setup and the linger of
+	// a close (10 s).
+	ConnTimeout time.Duration
+}
+
+func (c *Config) setDefaults() {
+	def := func(p *int, v int) {
+		if *p <= 0 {
+			*p = v
+		}
+	}
+	def(&c.MaxQPs, 1024)
+	def(&c.MaxWR, 4096)
+	def(&c.MaxSGE, 16)
+	def(&c.MaxCQE, 1<<16)
+	def(&c.MaxMR, 1<<16)
+	def(&c.MaxORD, 128)
+	def(&c.MaxIRD, 128)
+	if c.MaxORD > int(mpa.MaxIRDORD) {
+		c.MaxORD = int(mpa.MaxIRDORD)
+	}
+	if c.MaxIRD > int(mpa.MaxIRDORD) {
+		c.MaxIRD = int(mpa.MaxIRDORD)
+	}
+	if c.MaxMsgSize == 0 {
+		c.MaxMsgSize = 1 << 30
+	}
+	if c.ConnTimeout <= 0 {
+		c.ConnTimeout = 10 * time.Second
+	}
+}
+
+// Attributes describe a device (ibv_device_attr plus the iWARP specifics).
+type Attributes struct {
+	Transport  string // "iWARP"
+	MPARev     uint8  // default MPA revision of Connect (2: RFC 6581)
+	CRC        bool   // CRC on by default (RFC 5044 §4.4)
+	Markers    bool   // markers can be generated and accepted
+	MaxQPs     int
+	MaxWR      int
+	MaxSGE     int
+	MaxCQE     int
+	MaxMR      int
+	MaxORD     int
+	MaxIRD     int
+	MaxMsgSize uint32
+	// AtomicScope is the atomicity guarantee of RFC 7306 atomics executed
+	// on this device's memory (global: also against CPU atomics).
+	AtomicScope atomics.Scope
+	// MaskedAtomics: FetchAdd and CmpSwap with masks are supported.
+	MaskedAtomics bool
+}
+
+// Device is a software RNIC: an STag table, protection domains, memory
+// regions, CQs and QPs. Open one with Open.
+type Device struct {
+	cfg   Config
+	table *mem.Table
+
+	mu     sync.Mutex
+	closed bool
+	qps    map[uint32]*QP
+	nextQP uint32
+	cqs    map[*CQ]struct{}
+	lns    map[*Listener]struct{}
+}
+
+// Open returns a new device.
+func Open(cfg Config) (*Device, error) {
+	cfg.setDefaults()
+	t, err := mem.NewTable(cfg.MaxMR)
+	if err != nil {
+		return nil, err
+	}
+	return &Device{cfg: cfg, table: t, qps: map[uint32]*QP{}, cqs: map[*CQ]struct{}{}, lns: map[*Listener]struct{}{}}, nil
+}
+
+// Attributes returns the device attributes.
+func (d *Device) Attributes() Attributes {
+	c := d.cfg
+	return Attributes{
+		Transport: "iWARP", MPARev: mpa.Rev2, CRC: true, Markers: true,
+		MaxQPs: c.MaxQPs, MaxWR: c.MaxWR, MaxSGE: c.MaxSGE, MaxCQE: c.MaxCQE, MaxMR: c.MaxMR,
+		MaxORD: c.MaxORD, MaxIRD: c.MaxIRD, MaxMsgSize: c.MaxMsgSize,
+		AtomicScope: atomics.Supported, MaskedAtomics: true,
+	}
+}
+
+// Table returns the device's STag table (for the verbs layer and tests).
+func (d *Device) Table() *mem.Table { return d.table }
+
+// AllocPD allocates a protection domain.
+func (d *Device) AllocPD() mem.PD { return d.table.AllocPD() }
+
+// DeallocPD frees a protection domain that has no memory regions.
+func (d *Device) DeallocPD(pd mem.PD) error { return d.table.FreePD(pd) }
+
+// RegMR registers buf (memory from mem.Alloc or any []byte the caller keeps
+// alive and does not move until DeregMR) and returns its MR; MR.STag() is
+// both the local key of SGEs and the remote key.
+func (d *Device) RegMR(buf []byte, o mem.MROptions) (*mem.MR, error) {
+	return d.table.Register(buf, o)
+}
+
+// DeregMR deregisters an MR; when it returns, no QP touches the memory.
+func (d *Device) DeregMR(m *mem.MR) error { return d.table.Deregister(m) }
+
+// Close destroys every QP, listener and CQ of the device.
+func (d *Device) Close() error {
+	d.mu.Lock()
+	if d.closed {
+		d.mu.Unlock()
+		return nil
+	}
+	d.closed = true
+	qps := make([]*QP, 0, len(d.qps))
+	for _, q := range d.qps {
+		qps = append(qps, q)
+	}
+	lns := make([]*Listener, 0, len(d.lns))
+	for l := range d.lns {
+		lns = append(lns, l)
+	}
+	d.mu.Unlock()
+	for _, l := range lns {
+		l.Close()
+	}
+	for _, q := range qps {
+		q.Close()
+	}
+	return nil
+}

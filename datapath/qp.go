@@ -1,0 +1,572 @@
+package datapath
+
+import (
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"xrnic/mem"
+	"xrnic/wire/mpa"
+	"xrnic/wire/term"
+)
+
+// QPState is the state of a QP.
+type QPState uint8
+
+const (
+	QPInit       QPState = iota // created; receives and sends may be posted
+	QPConnecting                // MPA exchange in progress
+	QPRTS                       // connected, ready to send
+	QPClosing                   // orderly close in progress: posting refused
+	QPError                     // error: outstanding WRs flushed, new ones complete flushed
+	QPClosed                    // destroyed
+)
+
+var qpStateNames = [...]string{"INIT", "CONNECTING", "RTS", "CLOSING", "ERROR", "CLOSED"}
+
+func (s QPState) String() string {
+	if int(s) < len(qpStateNames) {
+		return qpStateNames[s]
+	}
+	return "QPState(?)"
+}
+
+// QPAttr are the creation attributes of a QP (ibv_qp_init_attr).
+type QPAttr struct {
+	PD             mem.PD
+	SendCQ, RecvCQ *CQ
+	SQDepth        int // send work requests outstanding at most
+	RQDepth        int // receive work requests outstanding at most
+	MaxSGE         int // SGEs per work request (default 4)
+	// SigAll completes every send WR; otherwise only those with
+	// FlagSignaled (and every error).
+	SigAll bool
+	// MaxORD and MaxIRD bound the outbound and inbound Reads+Atomics the
+	// QP will negotiate (default and upper limit: the device's).
+	MaxORD, MaxIRD int
+}
+
+// sq entry states
+const (
+	sqPosted  = iota // not started
+	sqStarted        // some segments framed
+	sqFramed         // all framed, waiting for the LLP write to return
+	sqWaiting        // Read/Atomic sent, waiting for its response
+	sqDone           // ready to complete (in order)
+)
+
+type sqEntry struct {
+	wr      SendWR // SGL nil: the SGEs live in QP.sqSGE
+	nsge    int
+	length  uint64
+	state   uint8
+	stage   uint8 // OpWriteImm: 0 Write, 1 Immediate
+	sig     bool
+	intern  uint8 // internalNone, internalRTR, internalProbe
+	off     uint64
+	msn     uint32 // QN 0 or QN 1 MSN of the (last) message
+	got     uint64 // Read: response bytes placed
+	orig    uint64
+	status  Status
+	err     *term.Error
+	reserve bool // holds a CQ entry
+}
+
+const (
+	internalNone = iota
+	internalRTR
+	internalProbe
+)
+
+type rqEntry struct {
+	id     uint64
+	nsge   int
+	length uint64
+}
+
+// inbound Read or Atomic request (IRD queue)
+type irdEntry struct {
+	atomic  bool
+	reqID   uint32
+	orig    uint64
+	sinkSTg uint32
+	sinkTO  uint64
+	size    uint64
+	srcSTag uint32
+	srcTO   uint64
+	off     uint64
+}
+
+// QP is an iWARP queue pair: one RDMAP stream over one LLP connection.
+type QP struct {
+	dev    *Device
+	num    uint32
+	pd     mem.PD
+	scq    *CQ
+	rcq    *CQ
+	maxSGE int
+	sigAll bool
+	maxORD int
+	maxIRD int
+
+	mu    sync.Mutex
+	state QPState
+
+	sq                     []sqEntry
+	sqSGE                  []SGE
+	sqHead, sqNext, sqTail uint32 // completed < sqHead <= started/next <= sqTail
+	sqWritten              uint32 // entries before it had their bytes written
+
+	rq             []rqEntry
+	rqSGE          []SGE
+	rqHead, rqTail uint32
+
+	// negotiated
+	conn ConnInfo
+	ord  int
+	ird  int
+
+	// requester side of Reads/Atomics
+	ordQ             []uint32 // SQ sequence numbers awaiting a response, in order
+	ordHead, ordTail uint32
+	// responder side
+	irdQ             []irdEntry
+	irdHead, irdTail uint32
+
+	// tx state (under mu)
+	txOpen       bool // responder: first FPDU received
+	rtrPending   mpa.RTR
+	sendMSN      uint32 // next QN 0 MSN to send
+	reqMSN       uint32 // next QN 1 MSN to send
+	atomRespMSN  uint32 // next QN 3 MSN to send
+	termPending  bool
+	termULPDU    [ddpUntaggedLen + 64]byte
+	termLen      int
+	txDone       bool
+	probeCh      chan sqEntry
+	peerTerm     *term.Error
+	firstErr     *term.Error
+	closeStarted bool
+	rxStopped    bool
+
+	// rx state (under mu)
+	recvMSN     uint32 // expected QN 0 MSN
+	recvActive  bool
+	recvLen     uint64
+	inReqMSN    uint32 // expected QN 1 MSN
+	atomRespExp uint32 // expected QN 3 MSN
+	rxAwaitRTR  bool   // responder in peer-to-peer mode: first FPDU is the RTR
+	rxFirst     bool   // responder: no FPDU received yet
+	inWrite     bool
+	writeLen    uint64
+	prevWrite   bool
+	lastWrite   uint64
+
+	llp      LLP
+	framer   *mpa.Framer
+	deframer *mpa.Deframer
+	mulpdu   int
+	txbuf    []byte
+	rxbuf    []byte
+	txReader *mem.Reader
+	rxReader *mem.Reader
+	doorbell chan struct{}
+	stop     chan struct{}
+	rxExit   chan struct{}
+	wg       sync.WaitGroup
+	closing  atomic.Bool
+
+	stats counters
+}
+
+const ddpUntaggedLen = 18
+
+// CreateQP creates a QP in state QPInit. The CQs must have room for the
+// queues attached to them (a CQ's capacity covers the depths of every
+// queue it serves), so that no completion can ever be lost.
+func (d *Device) CreateQP(a QPAttr) (*QP, error) {
+	if a.MaxSGE == 0 {
+		a.MaxSGE = 4
+	}
+	if a.MaxORD == 0 || a.MaxORD > d.cfg.MaxORD {
+		a.MaxORD = d.cfg.MaxORD
+	}
+	if a.MaxIRD == 0 || a.MaxIRD > d.cfg.MaxIRD {
+		a.MaxIRD = d.cfg.MaxIRD
+	}
+	if a.SendCQ == nil || a.RecvCQ == nil || a.SQDepth <= 0 || a.RQDepth < 0 ||
+		a.SQDepth > d.cfg.MaxWR || a.RQDepth > d.cfg.MaxWR || a.MaxSGE < 0 || a.MaxSGE > d.cfg.MaxSGE {
+		return nil, ErrBadAttr
+	}
+	if a.SendCQ.dev != d || a.RecvCQ.dev != d {
+		return nil, ErrWrongDevice
+	}
+	if a.SendCQ == a.RecvCQ {
+		if !a.SendCQ.attach(a.SQDepth + a.RQDepth) {
+			return nil, ErrCQOverflow
+		}
+	} else {
+		if !a.SendCQ.attach(a.SQDepth) {
+			return nil, ErrCQOverflow
+		}
+		if !a.RecvCQ.attach(a.RQDepth) {
+			a.SendCQ.detach(a.SQDepth)
+			return nil, ErrCQOverflow
+		}
+	}
+	rq := a.RQDepth
+	if rq == 0 {
+		rq = 1
+	}
+	qp := &QP{
+		dev: d, pd: a.PD, scq: a.SendCQ, rcq: a.RecvCQ, maxSGE: a.MaxSGE, sigAll: a.SigAll,
+		maxORD: a.MaxORD, maxIRD: a.MaxIRD,
+		sq: make([]sqEntry, a.SQDepth+1), sqSGE: make([]SGE, (a.SQDepth+1)*max(a.MaxSGE, 1)),
+		rq: make([]rqEntry, rq), rqSGE: make([]SGE, rq*max(a.MaxSGE, 1)),
+		ordQ: make([]uint32, a.MaxORD+1), irdQ: make([]irdEntry, a.MaxIRD+1),
+		sendMSN: 1, reqMSN: 1, atomRespMSN: 1, recvMSN: 1, inReqMSN: 1, atomRespExp: 1,
+		doorbell: make(chan struct{}, 1), stop: make(chan struct{}), rxExit: make(chan struct{}),
+	}
+	qp.rq = qp.rq[:a.RQDepth]
+	qp.stats.init()
+	d.mu.Lock()
+	if d.closed || len(d.qps) >= d.cfg.MaxQPs {
+		d.mu.Unlock()
+		qp.detachCQs()
+		if d.closed {
+			return nil, ErrClosed
+		}
+		return nil, ErrTooManyQPs
+	}
+	for {
+		d.nextQP++
+		if d.nextQP != 0 && d.qps[d.nextQP] == nil {
+			break
+		}
+	}
+	qp.num = d.nextQP
+	d.qps[qp.num] = qp
+	d.mu.Unlock()
+	return qp, nil
+}
+
+func (qp *QP) detachCQs() {
+	if qp.scq == qp.rcq {
+		qp.scq.detach(len(qp.sq) - 1 + len(qp.rq))
+	} else {
+		qp.scq.detach(len(qp.sq) - 1)
+		qp.rcq.detach(len(qp.rq))
+	}
+}
+
+// Num returns the QP number (also the stream id MRs can be bound to).
+func (qp *QP) Num() uint32 { return qp.num }
+
+// PD returns the QP's protection domain.
+func (qp *QP) PD() mem.PD { return qp.pd }
+
+// State returns the QP state.
+func (qp *QP) State() QPState {
+	qp.mu.Lock()
+	defer qp.mu.Unlock()
+	return qp.state
+}
+
+// ConnInfo returns the negotiated connection parameters (valid once
+// connected).
+func (qp *QP) ConnInfo() ConnInfo {
+	qp.mu.Lock()
+	defer qp.mu.Unlock()
+	return qp.conn
+}
+
+// PeerTerminate returns the error of the Terminate received from the peer,
+// or nil.
+func (qp *QP) PeerTerminate() *term.Error {
+	qp.mu.Lock()
+	defer qp.mu.Unlock()
+	return qp.peerTerm
+}
+
+// Err returns the iWARP error that moved the QP to error (sent or received
+// Terminate, or term.MPAConnectionLost), or nil.
+func (qp *QP) Err() *term.Error {
+	qp.mu.Lock()
+	defer qp.mu.Unlock()
+	return qp.firstErr
+}
+
+func (qp *QP) sqLen() int { return len(qp.sq) - 1 }
+
+func (qp *QP) sqSlot(seq uint32) (*sqEntry, []SGE) {
+	i := int(seq % uint32(len(qp.sq)))
+	m := max(qp.maxSGE, 1)
+	return &qp.sq[i], qp.sqSGE[i*m : i*m+m]
+}
+
+func (qp *QP) rqSlot(seq uint32) (*rqEntry, []SGE) {
+	i := int(seq % uint32(len(qp.rq)))
+	m := max(qp.maxSGE, 1)
+	return &qp.rq[i], qp.rqSGE[i*m : i*m+m]
+}
+
+// PostSend queues a send work request (ibv_post_send). It copies wr and its
+// SGL and returns at once; the WR completes on the send CQ. Malformed WRs
+// are refused with ErrInvalidWR or ErrTooLong; ErrQueueFull and ErrCQFull
+// mean the caller must poll first. On a QP in error the WR completes with
+// StatusWRFlushErr. It allocates nothing.
+func (qp *QP) PostSend(wr *SendWR) error {
+	if len(wr.SGL) > qp.maxSGE {
+		return ErrInvalidWR
+	}
+	var length uint64
+	for i := range wr.SGL {
+		length += uint64(wr.SGL[i].Length)
+	}
+	switch wr.Op {
+	case OpSend, OpSendSE, OpSendInv, OpSendSEInv, OpWrite, OpWriteImm:
+	case OpRead:
+		if len(wr.SGL) > 1 {
+			return ErrInvalidWR
+		}
+	case OpFetchAdd, OpCmpSwap:
+		if len(wr.SGL) != 1 || wr.SGL[0].Length != 8 {
+			return ErrInvalidWR
+		}
+	case OpImm, OpImmSE, OpLocalInv:
+		if len(wr.SGL) != 0 {
+			return ErrInvalidWR
+		}
+	default:
+		return ErrInvalidWR
+	}
+	if length > uint64(qp.dev.cfg.MaxMsgSize) {
+		return ErrTooLong
+	}
+	qp.mu.Lock()
+	if qp.state == QPClosing || qp.state == QPClosed {
+		qp.mu.Unlock()
+		return ErrState
+	}
+	if int(qp.sqTail-qp.sqHead) >= qp.sqLen() {
+		qp.mu.Unlock()
+		return ErrQueueFull
+	}
+	if !qp.scq.reserve() {
+		qp.mu.Unlock()
+		return ErrCQFull
+	}
+	e, sgl := qp.sqSlot(qp.sqTail)
+	*e = sqEntry{wr: *wr, nsge: copy(sgl, wr.SGL), length: length, reserve: true,
+		sig: qp.sigAll || wr.Flags&FlagSignaled != 0}
+	e.wr.SGL = nil
+	if qp.state == QPError {
+		// Complete it flushed right away, in order behind the others.
+		e.state = sqDone
+		e.status = StatusWRFlushErr
+		qp.sqTail++
+		qp.sqNext = qp.sqTail
+		qp.completeSQLocked()
+		qp.mu.Unlock()
+		return nil
+	}
+	qp.sqTail++
+	qp.mu.Unlock()
+	qp.ring()
+	return nil
+}
+
+// postInternal queues an internal WR (RTR, probe) that never reaches the CQ.
+func (qp *QP) postInternalLocked(wr SendWR, kind uint8) bool {
+	if int(qp.sqTail-qp.sqHead) >= qp.sqLen() {
+		return false
+	}
+	e, _ := qp.sqSlot(qp.sqTail)
+	*e = sqEntry{wr: wr, intern: kind}
+	qp.sqTail++
+	return true
+}
+
+// PostRecv queues a receive work request (ibv_post_recv). It copies wr and
+// allocates nothing.
+func (qp *QP) PostRecv(wr *RecvWR) error {
+	if len(wr.SGL) > qp.maxSGE {
+		return ErrInvalidWR
+	}
+	var length uint64
+	for i := range wr.SGL {
+		length += uint64(wr.SGL[i].Length)
+	}
+	qp.mu.Lock()
+	if qp.state == QPClosed {
+		qp.mu.Unlock()
+		return ErrState
+	}
+	if int(qp.rqTail-qp.rqHead) >= len(qp.rq) {
+		qp.mu.Unlock()
+		return ErrQueueFull
+	}
+	if !qp.rcq.reserve() {
+		qp.mu.Unlock()
+		return ErrCQFull
+	}
+	e, sgl := qp.rqSlot(qp.rqTail)
+	*e = rqEntry{id: wr.ID, nsge: copy(sgl, wr.SGL), length: length}
+	qp.rqTail++
+	if qp.state == QPError {
+		qp.flushRQLocked()
+	}
+	qp.mu.Unlock()
+	return nil
+}
+
+func (qp *QP) ring() {
+	select {
+	case qp.doorbell <- struct{}{}:
+	default:
+	}
+}
+
+// completeSQLocked completes, in order, every finished entry at the head.
+func (qp *QP) completeSQLocked() {
+	for qp.sqHead != qp.sqTail {
+		e, _ := qp.sqSlot(qp.sqHead)
+		if e.state != sqDone {
+			return
+		}
+		qp.sqHead++
+		qp.finishSQ(e)
+	}
+}
+
+func (qp *QP) finishSQ(e *sqEntry) {
+	if e.intern != internalNone {
+		if e.intern == internalProbe && qp.probeCh != nil {
+			select {
+			case qp.probeCh <- *e:
+			default:
+			}
+		}
+		return
+	}
+	if e.status == StatusSuccess && !e.sig {
+		qp.scq.release()
+		return
+	}
+	c := Completion{ID: e.wr.ID, Status: e.status, Op: e.wr.Op, QPNum: qp.num}
+	if e.err != nil {
+		c.Err = e.err
+	}
+	switch e.wr.Op {
+	case OpFetchAdd, OpCmpSwap:
+		c.ByteLen = 8
+		c.AtomicOrig = e.orig
+	case OpLocalInv:
+	default:
+		c.ByteLen = uint32(e.length)
+	}
+	qp.scq.push(&c)
+}
+
+func (qp *QP) completeRecv(e *rqEntry, c *Completion) {
+	c.ID = e.id
+	c.QPNum = qp.num
+	qp.rcq.push(c)
+}
+
+// flushRQLocked completes every queued receive with StatusWRFlushErr.
+func (qp *QP) flushRQLocked() {
+	for qp.rqHead != qp.rqTail {
+		e, _ := qp.rqSlot(qp.rqHead)
+		qp.rqHead++
+		c := Completion{Status: StatusWRFlushErr, Op: OpRecv}
+		qp.completeRecv(e, &c)
+	}
+	qp.recvActive = false
+}
+
+// flushLocked completes every outstanding WR exactly once: unfinished
+// entries that were given a specific error status keep it, the others are
+// flushed; the receive queue is flushed.
+func (qp *QP) flushLocked() {
+	for s := qp.sqHead; s != qp.sqTail; s++ {
+		e, _ := qp.sqSlot(s)
+		if e.state != sqDone {
+			if e.status == StatusSuccess {
+				e.status = StatusWRFlushErr
+			}
+			e.state = sqDone
+		}
+	}
+	qp.completeSQLocked()
+	qp.sqNext = qp.sqTail
+	qp.sqWritten = qp.sqTail
+	qp.ordHead, qp.ordTail = 0, 0
+	qp.irdHead, qp.irdTail = 0, 0
+	qp.flushRQLocked()
+}
+
+// fatalLocked moves the QP to error because of e. When sendTerm is set and
+// the stream still allows it, a Terminate reporting e about the offending
+// segment (nil if none) is queued as the last thing tx sends. Every
+// outstanding WR is completed.
+func (qp *QP) fatalLocked(e *term.Error, offending []byte, sendTerm bool) {
+	if qp.state == QPError || qp.state == QPClosed {
+		return
+	}
+	qp.state = QPError
+	qp.firstErr = e
+	if sendTerm && e != nil && !qp.txDone && qp.llp != nil {
+		n, err := putTerminate(qp.termULPDU[:], e, offending)
+		if err == nil {
+			qp.termLen = n
+			qp.termPending = true
+			qp.txOpen = true
+			qp.stats.termSent(e)
+		}
+	}
+	qp.flushLocked()
+	qp.ring()
+}
+
+// Close closes the QP: an orderly disconnect when connected (bounded by
+// the device's ConnTimeout), then the LLP is closed, the goroutines stop,
+// every outstanding WR completes (flushed) and the QP is destroyed.
+func (qp *QP) Close() error {
+	if !qp.closing.CompareAndSwap(false, true) {
+		return nil
+	}
+	qp.mu.Lock()
+	st := qp.state
+	qp.mu.Unlock()
+	if st == QPRTS {
+		qp.disconnect(time.Now().Add(qp.dev.cfg.ConnTimeout))
+	}
+	qp.mu.Lock()
+	if qp.state != QPError {
+		qp.state = QPError
+	}
+	qp.flushLocked()
+	llp := qp.llp
+	qp.mu.Unlock()
+	close(qp.stop)
+	if llp != nil {
+		llp.Close()
+	}
+	qp.wg.Wait()
+	qp.mu.Lock()
+	qp.flushLocked()
+	qp.state = QPClosed
+	qp.mu.Unlock()
+	if qp.txReader != nil {
+		qp.txReader.Close()
+	}
+	if qp.rxReader != nil {
+		qp.rxReader.Close()
+	}
+	qp.detachCQs()
+	qp.dev.mu.Lock()
+	delete(qp.dev.qps, qp.num)
+	qp.dev.mu.Unlock()
+	return nil
+}

@@ -1,0 +1,542 @@
+package datapath
+
+import (
+	"encoding/binary"
+	"errors"
+
+	"xrnic/atomics"
+	"xrnic/mem"
+	"xrnic/wire/ddp"
+	"xrnic/wire/mpa"
+	"xrnic/wire/rdmap"
+	"xrnic/wire/term"
+)
+
+// runRx is the kernel-LLP read loop: it reads into the QP's buffer and
+// feeds input.
+func (qp *QP) runRx() {
+	defer qp.wg.Done()
+	defer close(qp.rxExit)
+	for {
+		n, err := qp.llp.Read(qp.rxbuf)
+		if n > 0 {
+			qp.input(qp.rxbuf[:n])
+		}
+		if err != nil {
+			qp.rxEOF()
+			return
+		}
+	}
+}
+
+// rxPush is the receive function handed to a PushLLP (see PushLLP).
+func (qp *QP) rxPush(p []byte) (int, error) {
+	if p == nil {
+		qp.rxEOF()
+		qp.mu.Lock()
+		if !qp.rxStopped {
+			qp.rxStopped = true
+			close(qp.rxExit)
+		}
+		qp.mu.Unlock()
+		return 0, nil
+	}
+	if !qp.input(p) {
+		return len(p), ErrState
+	}
+	return len(p), nil
+}
+
+// rxEOF handles the end of the inbound stream (FIN, reset or close).
+func (qp *QP) rxEOF() {
+	qp.mu.Lock()
+	switch qp.state {
+	case QPRTS:
+		qp.fatalLocked(term.MPAConnectionLost, nil, false)
+	case QPClosing:
+		qp.state = QPError
+		qp.flushLocked()
+		qp.ring()
+	}
+	qp.mu.Unlock()
+}
+
+// input consumes a piece of the in-order inbound stream: MPA deframing
+// (CRC and markers checked over the received bytes before anything is
+// placed), then each DDP segment is validated and placed or executed. It
+// reports false once the QP no longer receives (in error: later segments
+// are dropped, RFC 5041 §7.1).
+func (qp *QP) input(p []byte) bool {
+	qp.rxReader.Enter()
+	ok := true
+	for len(p) > 0 {
+		ulpdu, k, err := qp.deframer.Next(p)
+		if err != nil {
+			qp.mu.Lock()
+			qp.fatalLocked(asTermError(err), nil, true)
+			qp.mu.Unlock()
+			ok = false
+			break
+		}
+		p = p[k:]
+		if ulpdu == nil {
+			continue
+		}
+		qp.mu.Lock()
+		if qp.state >= QPError {
+			qp.mu.Unlock()
+			ok = false
+			break
+		}
+		qp.stats.rxFPDUs.Add(1)
+		if e := qp.handleLocked(ulpdu); e != nil {
+			qp.fatalLocked(e, ulpdu, true)
+		}
+		qp.mu.Unlock()
+	}
+	qp.rxReader.Exit()
+	return ok
+}
+
+func asTermError(err error) *term.Error {
+	var te *term.Error
+	if errors.As(err, &te) {
+		return te
+	}
+	return term.MPALocalCatastrophic
+}
+
+// handleLocked validates one DDP segment and acts on it; it returns the
+// error to report in a Terminate, or nil.
+func (qp *QP) handleLocked(ulpdu []byte) *term.Error {
+	seg, err := ddp.Parse(ulpdu)
+	if err != nil {
+		return term.RDMAPOperationUnspecified // shorter than its DDP header
+	}
+	op, te := rdmap.Classify(seg, false)
+	if te != nil {
+		return te
+	}
+	pl := seg.Payload()
+	qp.stats.rx(op, len(pl), seg.Last())
+	if qp.rxFirst {
+		// RFC 5044 §7.1.2 rule 4: the responder sends nothing before the
+		// first FPDU; in peer-to-peer mode that FPDU is the RTR (RFC 6581).
+		qp.rxFirst = false
+		qp.txOpen = true
+		qp.ring()
+		if qp.rxAwaitRTR && op != rdmap.OpTerminate { // a Terminate reports a failed setup
+			qp.rxAwaitRTR = false
+			rtr := qp.conn.RTR
+			switch {
+			case op == rdmap.OpWrite && rtr.Has(mpa.RTRWrite) && len(pl) == 0 && seg.Last():
+				return nil
+			case op == rdmap.OpReadRequest && rtr.Has(mpa.RTRRead) && rdmap.ReadRequest(pl).Size() == 0:
+				// answered like any zero-length Read
+			case op == rdmap.OpSend && rtr.Has(mpa.RTRSend) && len(pl) == 0 && seg.Last() &&
+				seg.Untagged().MSN() == qp.recvMSN && seg.Untagged().MO() == 0:
+				qp.recvMSN++ // consumes MSN 1 but no receive buffer
+				return nil
+			default:
+				return term.MPANoMatchingRTR
+			}
+		}
+	}
+	switch op {
+	case rdmap.OpWrite:
+		return qp.rxWrite(seg, pl)
+	case rdmap.OpReadResponse:
+		return qp.rxReadResponse(seg, pl)
+	case rdmap.OpSend, rdmap.OpSendSE, rdmap.OpSendInvalidate, rdmap.OpSendSEInvalidate:
+		return qp.rxSend(seg, op, pl)
+	case rdmap.OpImmediate, rdmap.OpImmediateSE:
+		return qp.rxImmediate(seg, op, pl)
+	case rdmap.OpReadRequest:
+		return qp.rxReadRequest(seg, pl)
+	case rdmap.OpAtomicRequest:
+		return qp.rxAtomicRequest(seg, pl)
+	case rdmap.OpAtomicResponse:
+		return qp.rxAtomicResponse(seg, pl)
+	case rdmap.OpTerminate:
+		qp.rxTerminate(pl)
+		return nil
+	}
+	return term.RDMAPUnexpectedOpCode
+}
+
+func (qp *QP) rxWrite(seg ddp.Segment, pl []byte) *term.Error {
+	t := seg.Tagged()
+	if len(pl) > 0 { // zero-length tagged messages are not checked (RFC 5041 §5.2)
+		w, e := qp.dev.table.Check(t.STag(), qp.pd, qp.num, mem.RemoteWrite, t.TO(), uint64(len(pl)), mem.OpWrite)
+		if e != nil {
+			return e
+		}
+		copy(w, pl)
+	}
+	if !qp.inWrite {
+		qp.inWrite = true
+		qp.writeLen = 0
+	}
+	qp.writeLen += uint64(len(pl))
+	if seg.Last() {
+		qp.inWrite = false
+		qp.prevWrite = true
+		qp.lastWrite = qp.writeLen
+	}
+	return nil
+}
+
+// rxReadResponse places a Read Response segment into the sink of the
+// oldest outstanding Read, checking STag, TO and length against the
+// request (RFC 5040 §5.2 sink checks).
+func (qp *QP) rxReadResponse(seg ddp.Segment, pl []byte) *term.Error {
+	if qp.ordHead == qp.ordTail {
+		return term.DDPTaggedInvalidSTag
+	}
+	t := seg.Tagged()
+	seq := qp.ordQ[qp.ordHead%uint32(len(qp.ordQ))]
+	if seq == ordRTR {
+		if len(pl) != 0 || !seg.Last() {
+			return term.DDPTaggedBaseBounds
+		}
+		qp.ordHead++
+		qp.ring()
+		return nil
+	}
+	e, sgl := qp.sqSlot(seq)
+	if e.wr.Op != OpRead {
+		return term.DDPTaggedInvalidSTag // an Atomic is answered first
+	}
+	var stag uint32
+	var to uint64
+	if e.nsge == 1 {
+		stag, to = sgl[0].LKey, sgl[0].Addr
+	}
+	n := uint64(len(pl))
+	if t.STag() != stag {
+		e.status, e.err = StatusBadRespErr, term.DDPTaggedInvalidSTag
+		return term.DDPTaggedInvalidSTag
+	}
+	if t.TO() != to+e.got || n > e.length-e.got {
+		e.status, e.err = StatusBadRespErr, term.DDPTaggedBaseBounds
+		return term.DDPTaggedBaseBounds
+	}
+	if n > 0 {
+		w, ok := qp.dev.table.CheckLocal(stag, qp.pd, mem.LocalWrite, t.TO(), n)
+		if !ok {
+			e.status, e.err = StatusLocProtErr, term.DDPTaggedInvalidSTag
+			return term.DDPTaggedInvalidSTag
+		}
+		copy(w, pl)
+	}
+	e.got += n
+	if seg.Last() {
+		if e.got != e.length {
+			e.status, e.err = StatusBadRespErr, term.DDPTaggedBaseBounds
+			return term.DDPTaggedBaseBounds
+		}
+		e.state = sqDone
+		qp.ordHead++
+		qp.completeSQLocked()
+		qp.ring()
+	}
+	return nil
+}
+
+// failRecvHead completes the receive being filled with an error status.
+func (qp *QP) failRecvHead(st Status, te *term.Error) {
+	r, _ := qp.rqSlot(qp.rqHead)
+	qp.rqHead++
+	qp.recvActive = false
+	c := Completion{Status: st, Op: OpRecv, Err: te}
+	qp.completeRecv(r, &c)
+}
+
+// scatter copies src to offset off of a receive SGL.
+func (qp *QP) scatter(src []byte, sgl []SGE, off uint64) bool {
+	for i := 0; i < len(sgl) && len(src) > 0; i++ {
+		l := uint64(sgl[i].Length)
+		if off >= l {
+			off -= l
+			continue
+		}
+		k := min(l-off, uint64(len(src)))
+		w, ok := qp.dev.table.CheckLocal(sgl[i].LKey, qp.pd, mem.LocalWrite, sgl[i].Addr+off, k)
+		if !ok {
+			return false
+		}
+		copy(w, src[:k])
+		src = src[k:]
+		off = 0
+	}
+	return len(src) == 0
+}
+
+// rxSend reassembles a Send-family message into the head receive WR by
+// MSN/MO and completes it at the L segment (RFC 5041 §7.1 checks).
+func (qp *QP) rxSend(seg ddp.Segment, op rdmap.OpCode, pl []byte) *term.Error {
+	u := seg.Untagged()
+	if qp.rqHead == qp.rqTail {
+		return term.DDPUntaggedNoBuffer
+	}
+	if u.MSN() != qp.recvMSN {
+		return term.DDPUntaggedMSNRange
+	}
+	r, sgl := qp.rqSlot(qp.rqHead)
+	if !qp.recvActive {
+		qp.recvActive = true
+		qp.recvLen = 0
+	}
+	mo := uint64(u.MO())
+	if mo > r.length {
+		return term.DDPUntaggedInvalidMO
+	}
+	end := mo + uint64(len(pl))
+	if end > r.length {
+		qp.failRecvHead(StatusLocLenErr, term.DDPUntaggedTooLong)
+		return term.DDPUntaggedTooLong
+	}
+	if !qp.scatter(pl, sgl[:r.nsge], mo) {
+		qp.failRecvHead(StatusLocProtErr, term.RDMAPLocalCatastrophic)
+		return term.RDMAPLocalCatastrophic
+	}
+	if end > qp.recvLen {
+		qp.recvLen = end
+	}
+	qp.prevWrite = false
+	if !seg.Last() {
+		return nil
+	}
+	c := Completion{Op: OpRecv, ByteLen: uint32(qp.recvLen)}
+	if op == rdmap.OpSendSE || op == rdmap.OpSendSEInvalidate {
+		c.Flags |= WCSolicited
+	}
+	if op == rdmap.OpSendInvalidate || op == rdmap.OpSendSEInvalidate {
+		inv := u.RsvdULPWord()
+		if e := qp.dev.table.RemoteInvalidate(inv, qp.pd, qp.num); e != nil {
+			return e
+		}
+		c.Flags |= WCWithInv
+		c.InvalidatedSTag = inv
+	}
+	qp.rqHead++
+	qp.recvMSN++
+	qp.recvActive = false
+	qp.completeRecv(r, &c)
+	return nil
+}
+
+// rxImmediate delivers Immediate Data (RFC 7306 §6): it consumes a receive
+// WR, whose buffer gets the 8 bytes, and completes it with the value.
+func (qp *QP) rxImmediate(seg ddp.Segment, op rdmap.OpCode, pl []byte) *term.Error {
+	u := seg.Untagged()
+	if qp.rqHead == qp.rqTail {
+		return term.DDPUntaggedNoBuffer
+	}
+	if u.MSN() != qp.recvMSN || qp.recvActive {
+		return term.DDPUntaggedMSNRange
+	}
+	r, sgl := qp.rqSlot(qp.rqHead)
+	if r.length < rdmap.ImmediateLen {
+		qp.failRecvHead(StatusLocLenErr, term.DDPUntaggedTooLong)
+		return term.DDPUntaggedTooLong
+	}
+	if !qp.scatter(pl, sgl[:r.nsge], 0) {
+		qp.failRecvHead(StatusLocProtErr, term.RDMAPLocalCatastrophic)
+		return term.RDMAPLocalCatastrophic
+	}
+	c := Completion{Op: OpRecvImm, ByteLen: rdmap.ImmediateLen, Flags: WCWithImm, Imm: binary.BigEndian.Uint64(pl)}
+	if qp.prevWrite {
+		// RDMA Write followed by Immediate Data: the Write is placed.
+		c.Op = OpRecvWriteImm
+		c.ByteLen = uint32(qp.lastWrite)
+		qp.prevWrite = false
+	}
+	if op == rdmap.OpImmediateSE {
+		c.Flags |= WCSolicited
+	}
+	qp.rqHead++
+	qp.recvMSN++
+	qp.completeRecv(r, &c)
+	return nil
+}
+
+// checkInbound checks a QN 1 request's MSN and the IRD limit.
+func (qp *QP) checkInbound(seg ddp.Segment) *term.Error {
+	if seg.Untagged().MSN() != qp.inReqMSN {
+		return term.DDPUntaggedMSNRange
+	}
+	if int(qp.irdTail-qp.irdHead) >= qp.ird {
+		return term.RDMAPCatastrophicStream // more than IRD outstanding (digest §2.9)
+	}
+	return nil
+}
+
+func (qp *QP) rxReadRequest(seg ddp.Segment, pl []byte) *term.Error {
+	if e := qp.checkInbound(seg); e != nil {
+		return e
+	}
+	h := rdmap.ReadRequest(pl)
+	size := uint64(h.Size())
+	if size > 0 { // zero-length Reads are not validated (RFC 5040 §5.2)
+		if _, e := qp.dev.table.Check(h.SrcSTag(), qp.pd, qp.num, mem.RemoteRead, h.SrcTO(), size, mem.OpReadSource); e != nil {
+			return e
+		}
+	}
+	qp.irdQ[qp.irdTail%uint32(len(qp.irdQ))] = irdEntry{sinkSTg: h.SinkSTag(), sinkTO: h.SinkTO(), size: size, srcSTag: h.SrcSTag(), srcTO: h.SrcTO()}
+	qp.irdTail++
+	qp.inReqMSN++
+	qp.prevWrite = false
+	qp.ring()
+	return nil
+}
+
+// rxAtomicRequest executes an atomic at delivery (RFC 7306 §5.2.1) and
+// queues its response in request order.
+func (qp *QP) rxAtomicRequest(seg ddp.Segment, pl []byte) *term.Error {
+	if e := qp.checkInbound(seg); e != nil {
+		return e
+	}
+	h := rdmap.AtomicRequest(pl)
+	w, e := qp.dev.table.Check(h.STag(), qp.pd, qp.num, mem.RemoteAtomic, h.TO(), 8, mem.OpAtomic)
+	if e != nil {
+		return e
+	}
+	var orig uint64
+	var err error
+	if h.AOpCode() == rdmap.AOpFetchAdd {
+		orig, err = atomics.FetchAddAt(w, 0, h.AddSwap(), h.AddSwapMask())
+		qp.stats.atomic(0, true)
+	} else {
+		var matched bool
+		orig, matched, err = atomics.CmpSwapAt(w, 0, h.Compare(), h.CompareMask(), h.AddSwap(), h.AddSwapMask())
+		qp.stats.atomic(1, matched)
+	}
+	if err != nil {
+		if err == atomics.ErrMisaligned {
+			return term.RDMAPCatastrophicStream
+		}
+		return term.RDMAPBaseBounds
+	}
+	qp.irdQ[qp.irdTail%uint32(len(qp.irdQ))] = irdEntry{atomic: true, reqID: h.RequestID(), orig: orig}
+	qp.irdTail++
+	qp.inReqMSN++
+	qp.prevWrite = false
+	qp.ring()
+	return nil
+}
+
+// rxAtomicResponse matches an Atomic Response to the oldest outstanding
+// request by MSN, cross-checks the Request Identifier and completes the WR.
+func (qp *QP) rxAtomicResponse(seg ddp.Segment, pl []byte) *term.Error {
+	if qp.ordHead == qp.ordTail {
+		return term.DDPUntaggedNoBuffer
+	}
+	if seg.Untagged().MSN() != qp.atomRespExp {
+		return term.DDPUntaggedMSNRange
+	}
+	seq := qp.ordQ[qp.ordHead%uint32(len(qp.ordQ))]
+	if seq == ordRTR {
+		return term.DDPUntaggedMSNRange
+	}
+	e, sgl := qp.sqSlot(seq)
+	if e.wr.Op != OpFetchAdd && e.wr.Op != OpCmpSwap {
+		return term.DDPUntaggedMSNRange // a Read must be answered first
+	}
+	h := rdmap.AtomicResponse(pl)
+	if h.RequestID() != e.msn {
+		e.status, e.err = StatusBadRespErr, term.RDMAPOperationUnspecified
+		return term.RDMAPOperationUnspecified
+	}
+	v := h.Value()
+	if e.intern == internalNone {
+		w, ok := qp.dev.table.CheckLocal(sgl[0].LKey, qp.pd, mem.LocalWrite, sgl[0].Addr, 8)
+		if !ok {
+			e.status, e.err = StatusLocProtErr, term.RDMAPLocalCatastrophic
+			return term.RDMAPLocalCatastrophic
+		}
+		binary.NativeEndian.PutUint64(w, v)
+	}
+	e.orig = v
+	e.state = sqDone
+	qp.atomRespExp++
+	qp.ordHead++
+	qp.completeSQLocked()
+	qp.ring()
+	return nil
+}
+
+// statusForPeerError maps the error of a received Terminate to the status
+// of the work request it refers to.
+func statusForPeerError(e *term.Error) Status {
+	switch {
+	case e.Layer == term.LayerRDMAP && e.EType == term.ETypeRDMAPRemoteProtection,
+		e.Layer == term.LayerDDP && e.EType == term.ETypeDDPTagged && e != term.DDPTaggedInvalidVersion && !e.Is(term.DDPTaggedInvalidVersion):
+		return StatusRemAccessErr
+	case e.Layer == term.LayerDDP && e.EType == term.ETypeDDPUntagged,
+		e.Is(term.DDPTaggedInvalidVersion), e.Is(term.RDMAPInvalidVersion), e.Is(term.RDMAPUnexpectedOpCode):
+		return StatusRemInvReqErr
+	}
+	return StatusRemOpErr
+}
+
+// rxTerminate handles a received Terminate: the WR it refers to gets a
+// specific status, everything else is flushed, and no Terminate is sent
+// back (RFC 5040 §5.4).
+func (qp *QP) rxTerminate(pl []byte) {
+	t, err := term.Decode(pl)
+	te := t.Err
+	if err != nil || te == nil {
+		te = term.RDMAPLocalCatastrophic
+	}
+	qp.peerTerm = te
+	qp.stats.termRecv(te)
+	if e := qp.termTarget(t.DDPHeader); e != nil && e.state != sqDone {
+		e.status, e.err = statusForPeerError(te), te
+	}
+	qp.fatalLocked(te, nil, false)
+}
+
+// termTarget finds the outstanding WR a received Terminate refers to by
+// its terminated DDP header, or the oldest one when it has none.
+func (qp *QP) termTarget(hdr []byte) *sqEntry {
+	if len(hdr) == 0 {
+		if qp.sqHead == qp.sqTail {
+			return nil
+		}
+		e, _ := qp.sqSlot(qp.sqHead)
+		return e
+	}
+	if hdr[0]&ddp.FlagTagged != 0 && len(hdr) >= ddp.TaggedHeaderLen {
+		stag := binary.BigEndian.Uint32(hdr[2:6])
+		for s := qp.sqHead; s != qp.sqTail; s++ {
+			e, _ := qp.sqSlot(s)
+			if (e.wr.Op == OpWrite || e.wr.Op == OpWriteImm) && e.wr.RemoteSTag == stag {
+				return e
+			}
+		}
+		return nil
+	}
+	if len(hdr) < ddp.UntaggedHeaderLen {
+		return nil
+	}
+	qn := binary.BigEndian.Uint32(hdr[6:10])
+	msn := binary.BigEndian.Uint32(hdr[10:14])
+	for s := qp.sqHead; s != qp.sqTail; s++ {
+		e, _ := qp.sqSlot(s)
+		if e.state == sqPosted || e.msn != msn {
+			continue
+		}
+		switch e.wr.Op {
+		case OpRead, OpFetchAdd, OpCmpSwap:
+			if qn == ddp.QNReadRequest {
+				return e
+			}
+		case OpSend, OpSendSE, OpSendInv, OpSendSEInv, OpImm, OpImmSE, OpWriteImm:
+			if qn == ddp.QNSend {
+				return e
+			}
+		}
+	}
+	return nil
+}

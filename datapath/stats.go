@@ -1,0 +1,128 @@
+package datapath
+
+import (
+	"sync/atomic"
+
+	"xrnic/wire/rdmap"
+	"xrnic/wire/term"
+)
+
+// termIndex numbers the predeclared iWARP errors for per-reason counters;
+// unknown triples share the last slot.
+var (
+	termKnown = term.Known()
+	termIndex = func() map[*term.Error]int {
+		m := make(map[*term.Error]int, len(termKnown))
+		for i, e := range termKnown {
+			m[e] = i
+		}
+		return m
+	}()
+)
+
+func termSlot(e *term.Error) int {
+	if i, ok := termIndex[e]; ok {
+		return i
+	}
+	return len(termKnown)
+}
+
+// counters are a QP's per-reason counters: plain atomics, read at scrape
+// time by Stats.
+type counters struct {
+	txMsgs, rxMsgs   [16]atomic.Uint64
+	txBytes, rxBytes [16]atomic.Uint64
+	txFPDUs, rxFPDUs atomic.Uint64
+	txBatches        atomic.Uint64
+	termsSent        []atomic.Uint64
+	termsRecv        []atomic.Uint64
+	atomics          [2]atomic.Uint64 // FetchAdd, CmpSwap executed as responder
+	cmpSwapMatched   atomic.Uint64
+}
+
+func (c *counters) init() {
+	c.termsSent = make([]atomic.Uint64, len(termKnown)+1)
+	c.termsRecv = make([]atomic.Uint64, len(termKnown)+1)
+}
+
+func (c *counters) tx(op rdmap.OpCode, bytes int, last bool) {
+	op &= 0xF
+	c.txBytes[op].Add(uint64(bytes))
+	if last {
+		c.txMsgs[op].Add(1)
+	}
+}
+
+func (c *counters) rx(op rdmap.OpCode, bytes int, last bool) {
+	op &= 0xF
+	c.rxBytes[op].Add(uint64(bytes))
+	if last {
+		c.rxMsgs[op].Add(1)
+	}
+}
+
+func (c *counters) termSent(e *term.Error) { c.termsSent[termSlot(e)].Add(1) }
+func (c *counters) termRecv(e *term.Error) { c.termsRecv[termSlot(e)].Add(1) }
+
+func (c *counters) atomic(op int, matched bool) {
+	c.atomics[op].Add(1)
+	if op == 1 && matched {
+		c.cmpSwapMatched.Add(1)
+	}
+}
+
+// TermCount is the number of Terminates for one error.
+type TermCount struct {
+	Err   *term.Error // nil: triples that are not predeclared
+	Count uint64
+}
+
+// Stats is a snapshot of a QP's counters. Message and byte counters are
+// indexed by RDMAP opcode (rdmap.OpCode, 0x0-0xB); bytes are DDP payload
+// bytes (RDMAP headers of Read Requests, Atomics, Immediate Data and
+// Terminates included).
+type Stats struct {
+	TxMsgs, RxMsgs   [16]uint64
+	TxBytes, RxBytes [16]uint64
+	TxFPDUs, RxFPDUs uint64
+	TxBatches        uint64 // LLP writes
+	TermsSent        []TermCount
+	TermsRecv        []TermCount
+	// FetchAdds and CmpSwaps executed for the peer; CmpSwapMatched of
+	// them matched (and so wrote).
+	FetchAdds, CmpSwaps, CmpSwapMatched uint64
+}
+
+// Stats returns a snapshot of the QP's counters.
+func (qp *QP) Stats() Stats {
+	c := &qp.stats
+	var s Stats
+	for i := range s.TxMsgs {
+		s.TxMsgs[i] = c.txMsgs[i].Load()
+		s.RxMsgs[i] = c.rxMsgs[i].Load()
+		s.TxBytes[i] = c.txBytes[i].Load()
+		s.RxBytes[i] = c.rxBytes[i].Load()
+	}
+	s.TxFPDUs, s.RxFPDUs, s.TxBatches = c.txFPDUs.Load(), c.rxFPDUs.Load(), c.txBatches.Load()
+	s.FetchAdds, s.CmpSwaps, s.CmpSwapMatched = c.atomics[0].Load(), c.atomics[1].Load(), c.cmpSwapMatched.Load()
+	collect := func(src []atomic.Uint64) []TermCount {
+		var out []TermCount
+		for i := range src {
+			if n := src[i].Load(); n != 0 {
+				var e *term.Error
+				if i < len(termKnown) {
+					e = termKnown[i]
+				}
+				out = append(out, TermCount{Err: e, Count: n})
+			}
+		}
+		return out
+	}
+	s.TermsSent = collect(c.termsSent)
+	s.TermsRecv = collect(c.termsRecv)
+	return s
+}
+
+func putTerminate(b []byte, e *term.Error, offending []byte) (int, error) {
+	return rdmap.PutTerminate(b, e, offending)
+}

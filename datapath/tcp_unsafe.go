@@ -1,0 +1,24 @@
+package datapath
+
+import (
+	"net"
+
+	"golang.org/x/sys/unix"
+)
+
+// tcpMaxSeg returns TCP_MAXSEG of c (the MSS the kernel uses to segment),
+// or 0 if it cannot be read.
+func tcpMaxSeg(c *net.TCPConn) int {
+	rc, err := c.SyscallConn()
+	if err != nil {
+		return 0
+	}
+	mss := 0
+	rc.Control(func(fd uintptr) {
+		v, err := unix.GetsockoptInt(int(fd), unix.IPPROTO_TCP, unix.TCP_MAXSEG)
+		if err == nil {
+			mss = v
+		}
+	})
+	return mss
+}

@@ -1,0 +1,464 @@
+package datapath
+
+import (
+	"time"
+
+	"xrnic/mem"
+	"xrnic/wire/ddp"
+	"xrnic/wire/rdmap"
+	"xrnic/wire/term"
+)
+
+const (
+	txBufLen = 256 << 10 // bytes framed per LLP write at most (plus one FPDU)
+	txChunk  = 64 << 10  // payload per message per turn, so SQ and responses interleave
+	ordRTR   = ^uint32(0)
+)
+
+// runTx owns the write side of the LLP: it frames responses to inbound
+// Reads/Atomics and the SQ's messages into txbuf and writes them; it sends
+// the Terminate last and then shuts the stream down.
+func (qp *QP) runTx() {
+	defer qp.wg.Done()
+	for {
+		select {
+		case <-qp.doorbell:
+		case <-qp.stop:
+			return
+		}
+		for {
+			qp.mu.Lock()
+			if qp.termPending {
+				h := qp.framer.HeaderLen()
+				copy(qp.txbuf[h:], qp.termULPDU[:qp.termLen])
+				wl, err := qp.framer.Seal(qp.txbuf, qp.termLen)
+				qp.termPending = false
+				qp.txDone = true
+				qp.mu.Unlock()
+				if err == nil {
+					qp.llp.SetWriteDeadline(time.Now().Add(qp.dev.cfg.ConnTimeout))
+					qp.llp.Write(qp.txbuf[:wl])
+				}
+				qp.shutdownLLP()
+				return
+			}
+			if qp.state == QPError || qp.txDone {
+				qp.txDone = true
+				qp.mu.Unlock()
+				qp.shutdownLLP()
+				return
+			}
+			if qp.state == QPClosing && qp.sqHead == qp.sqTail && qp.irdHead == qp.irdTail && qp.rtrPending == 0 {
+				// Orderly close: everything sent and answered.
+				qp.txDone = true
+				qp.mu.Unlock()
+				qp.llp.CloseWrite()
+				return
+			}
+			if !qp.txOpen {
+				qp.mu.Unlock()
+				break
+			}
+			qp.txReader.Enter()
+			n := qp.buildLocked()
+			qp.txReader.Exit()
+			qp.mu.Unlock()
+			if n == 0 {
+				break
+			}
+			_, err := qp.llp.Write(qp.txbuf[:n])
+			qp.mu.Lock()
+			if err != nil {
+				qp.fatalLocked(term.MPAConnectionLost, nil, false)
+			} else {
+				qp.stats.txBatches.Add(1)
+				qp.markWrittenLocked()
+			}
+			qp.mu.Unlock()
+		}
+	}
+}
+
+// shutdownLLP ends a stream that went to error: half-close so the peer sees
+// our Terminate and FIN, wait (bounded) for the peer's FIN, then close.
+func (qp *QP) shutdownLLP() {
+	qp.llp.CloseWrite()
+	t := time.NewTimer(qp.dev.cfg.ConnTimeout)
+	select {
+	case <-qp.rxExit:
+	case <-qp.stop:
+	case <-t.C:
+	}
+	t.Stop()
+	qp.llp.Close()
+}
+
+func (qp *QP) markWrittenLocked() {
+	for s := qp.sqWritten; s != qp.sqNext; s++ {
+		e, _ := qp.sqSlot(s)
+		if e.state == sqFramed {
+			e.state = sqDone
+		}
+	}
+	qp.sqWritten = qp.sqNext
+	qp.completeSQLocked()
+}
+
+func (qp *QP) space(n int) bool { return len(qp.txbuf)-n >= qp.maxWire() }
+
+func (qp *QP) maxWire() int { return qp.framer.WireLen(qp.mulpdu) }
+
+// buildLocked frames as much work as fits into txbuf and returns its length.
+func (qp *QP) buildLocked() int {
+	n := 0
+	if qp.rtrPending != 0 {
+		n = qp.buildRTRLocked(n)
+	}
+	for qp.state == QPRTS || qp.state == QPClosing {
+		var p1, p2 bool
+		n, p1 = qp.buildRespLocked(n)
+		if qp.state != QPRTS && qp.state != QPClosing {
+			break
+		}
+		n, p2 = qp.buildSQLocked(n)
+		if !p1 && !p2 || !qp.space(n) {
+			break
+		}
+	}
+	return n
+}
+
+func (qp *QP) seal(n, ulen int) int {
+	wl, err := qp.framer.Seal(qp.txbuf[n:], ulen)
+	if err != nil {
+		// Cannot happen: sizes are bounded by MULPDU and space is checked.
+		panic("datapath: seal: " + err.Error())
+	}
+	qp.stats.txFPDUs.Add(1)
+	return n + wl
+}
+
+func (qp *QP) buildRTRLocked(n int) int {
+	h := qp.framer.HeaderLen()
+	u := qp.txbuf[n+h:]
+	var k int
+	switch qp.rtrPending {
+	case rtrWrite:
+		k, _ = rdmap.PutWrite(u, 1, 0, true, 0) // non-zero STag (RFC 6581 §9.2)
+		qp.stats.tx(rdmap.OpWrite, 0, true)
+	case rtrRead:
+		k, _ = rdmap.PutReadRequest(u, qp.reqMSN, rdmap.ReadParams{SrcSTag: 1})
+		qp.reqMSN++
+		qp.ordQ[qp.ordTail%uint32(len(qp.ordQ))] = ordRTR
+		qp.ordTail++
+		qp.stats.tx(rdmap.OpReadRequest, 0, true)
+	default:
+		k, _ = rdmap.PutSend(u, rdmap.OpSend, 0, qp.sendMSN, 0, true, 0)
+		qp.sendMSN++
+		qp.stats.tx(rdmap.OpSend, 0, true)
+	}
+	qp.rtrPending = 0
+	return qp.seal(n, k)
+}
+
+// buildRespLocked frames responses to inbound Reads and Atomics in request
+// order.
+func (qp *QP) buildRespLocked(n int) (int, bool) {
+	budget := txChunk
+	progress := false
+	for qp.irdHead != qp.irdTail {
+		if !qp.space(n) {
+			return n, progress
+		}
+		r := &qp.irdQ[qp.irdHead%uint32(len(qp.irdQ))]
+		if r.atomic {
+			h := qp.framer.HeaderLen()
+			k, _ := rdmap.PutAtomicResponse(qp.txbuf[n+h:], qp.atomRespMSN, r.reqID, r.orig)
+			qp.atomRespMSN++
+			n = qp.seal(n, k)
+			qp.stats.tx(rdmap.OpAtomicResponse, 0, true)
+			qp.irdHead++
+			progress = true
+			continue
+		}
+		for {
+			if !qp.space(n) {
+				return n, true
+			}
+			rem := r.size - r.off
+			seg := uint64(qp.mulpdu - ddp.TaggedHeaderLen)
+			last := rem <= seg
+			if !last {
+				rem = seg
+			}
+			h := qp.framer.HeaderLen()
+			u := qp.txbuf[n+h:]
+			k, _ := rdmap.PutReadResponse(u, r.sinkSTg, r.sinkTO+r.off, last, int(rem))
+			if rem > 0 {
+				w, e := qp.dev.table.Check(r.srcSTag, qp.pd, qp.num, mem.RemoteRead, r.srcTO+r.off, rem, mem.OpReadSource)
+				if e != nil {
+					// The source went away after the request was accepted:
+					// an error while building an outbound message.
+					qp.fatalLocked(e, nil, true)
+					return n, true
+				}
+				copy(u[ddp.TaggedHeaderLen:], w)
+			}
+			n = qp.seal(n, k)
+			qp.stats.tx(rdmap.OpReadResponse, int(rem), last)
+			r.off += rem
+			budget -= int(rem) + 64
+			progress = true
+			if last {
+				qp.irdHead++
+				break
+			}
+			if budget <= 0 {
+				return n, true
+			}
+		}
+	}
+	return n, progress
+}
+
+func (qp *QP) ordOut() int { return int(qp.ordTail - qp.ordHead) }
+
+// localFail fails entry e with a local status and takes the QP to error
+// with a Terminate not tied to an incoming message (RFC 5040 §7.1).
+func (qp *QP) localFail(e *sqEntry, st Status) {
+	e.status = st
+	e.err = term.RDMAPLocalCatastrophic
+	qp.fatalLocked(term.RDMAPLocalCatastrophic, nil, true)
+}
+
+// checkSGL validates the SGL of an entry before it starts.
+func (qp *QP) checkSGL(sgl []SGE, need mem.Access) bool {
+	for i := range sgl {
+		if _, ok := qp.dev.table.CheckLocal(sgl[i].LKey, qp.pd, need, sgl[i].Addr, uint64(sgl[i].Length)); !ok {
+			return false
+		}
+	}
+	return true
+}
+
+// gather copies len(dst) message bytes from offset off of the SGL.
+func (qp *QP) gather(dst []byte, sgl []SGE, off uint64) bool {
+	for i := 0; i < len(sgl) && len(dst) > 0; i++ {
+		l := uint64(sgl[i].Length)
+		if off >= l {
+			off -= l
+			continue
+		}
+		k := min(l-off, uint64(len(dst)))
+		w, ok := qp.dev.table.CheckLocal(sgl[i].LKey, qp.pd, 0, sgl[i].Addr+off, k)
+		if !ok {
+			return false
+		}
+		copy(dst, w)
+		dst = dst[k:]
+		off = 0
+	}
+	return len(dst) == 0
+}
+
+func sendOpcode(op Opcode) rdmap.OpCode {
+	switch op {
+	case OpSendSE:
+		return rdmap.OpSendSE
+	case OpSendInv:
+		return rdmap.OpSendInvalidate
+	case OpSendSEInv:
+		return rdmap.OpSendSEInvalidate
+	}
+	return rdmap.OpSend
+}
+
+// buildSQLocked frames the SQ's work requests in order, holding Reads and
+// Atomics at the ORD limit and fenced WRs until earlier ones complete.
+func (qp *QP) buildSQLocked(n int) (int, bool) {
+	budget := txChunk
+	progress := false
+	for qp.sqNext != qp.sqTail && qp.state != QPError {
+		if !qp.space(n) {
+			return n, progress
+		}
+		e, sgl := qp.sqSlot(qp.sqNext)
+		sgl = sgl[:e.nsge]
+		op := e.wr.Op
+		if e.wr.Flags&FlagFence != 0 && e.state == sqPosted && qp.ordOut() > 0 {
+			return n, progress
+		}
+		if e.state == sqPosted {
+			need := mem.Access(0)
+			switch op {
+			case OpRead, OpFetchAdd, OpCmpSwap:
+				if qp.ord == 0 {
+					qp.localFail(e, StatusLocQPOpErr)
+					return n, true
+				}
+				if qp.ordOut() >= qp.ord {
+					return n, progress
+				}
+				need = mem.LocalWrite
+			}
+			if e.intern == internalNone && !qp.checkSGL(sgl, need) {
+				qp.localFail(e, StatusLocProtErr)
+				return n, true
+			}
+		}
+		done := false
+		switch op {
+		case OpSend, OpSendSE, OpSendInv, OpSendSEInv:
+			if e.state == sqPosted {
+				e.msn = qp.sendMSN
+				qp.sendMSN++
+				e.state = sqStarted
+			}
+			n, done = qp.emitData(e, sgl, n, &budget, false)
+		case OpWrite, OpWriteImm:
+			e.state = sqStarted
+			if e.stage == 0 {
+				n, done = qp.emitData(e, sgl, n, &budget, true)
+				if done && op == OpWriteImm {
+					e.stage = 1
+					done = false
+					if !qp.space(n) {
+						break
+					}
+				}
+			}
+			if e.stage == 1 {
+				e.msn = qp.sendMSN
+				qp.sendMSN++
+				n = qp.emitImm(n, rdmap.OpImmediate, e.msn, e.wr.Imm)
+				done = true
+			}
+		case OpImm, OpImmSE:
+			e.msn = qp.sendMSN
+			qp.sendMSN++
+			rop := rdmap.OpImmediate
+			if op == OpImmSE {
+				rop = rdmap.OpImmediateSE
+			}
+			n = qp.emitImm(n, rop, e.msn, e.wr.Imm)
+			done = true
+		case OpRead:
+			var p rdmap.ReadParams
+			if len(sgl) == 1 {
+				p.SinkSTag, p.SinkTO = sgl[0].LKey, sgl[0].Addr
+			}
+			p.Size = uint32(e.length)
+			p.SrcSTag, p.SrcTO = e.wr.RemoteSTag, e.wr.RemoteTO
+			e.msn = qp.reqMSN
+			qp.reqMSN++
+			h := qp.framer.HeaderLen()
+			k, _ := rdmap.PutReadRequest(qp.txbuf[n+h:], e.msn, p)
+			n = qp.seal(n, k)
+			qp.stats.tx(rdmap.OpReadRequest, 0, true)
+			qp.pushORD(qp.sqNext)
+			e.state = sqWaiting
+		case OpFetchAdd, OpCmpSwap:
+			p := rdmap.AtomicParams{STag: e.wr.RemoteSTag, TO: e.wr.RemoteTO}
+			if op == OpFetchAdd {
+				p.AOpCode = rdmap.AOpFetchAdd
+				p.AddSwap, p.AddSwapMask = e.wr.CompareAdd, e.wr.AddMask
+				p.CompareMask = rdmap.FetchAddCompareMask
+			} else {
+				p.AOpCode = rdmap.AOpCmpSwap
+				p.AddSwap, p.AddSwapMask = e.wr.Swap, e.wr.SwapMask
+				p.Compare, p.CompareMask = e.wr.CompareAdd, e.wr.CompareMask
+			}
+			e.msn = qp.reqMSN
+			p.RequestID = e.msn
+			qp.reqMSN++
+			h := qp.framer.HeaderLen()
+			k, _ := rdmap.PutAtomicRequest(qp.txbuf[n+h:], e.msn, p)
+			n = qp.seal(n, k)
+			qp.stats.tx(rdmap.OpAtomicRequest, 0, true)
+			qp.pushORD(qp.sqNext)
+			e.state = sqWaiting
+		case OpLocalInv:
+			if err := qp.dev.table.Invalidate(e.wr.InvalidateSTag, qp.pd); err != nil {
+				qp.localFail(e, StatusLocProtErr)
+				return n, true
+			}
+			e.state = sqDone
+		}
+		if qp.state == QPError {
+			return n, true
+		}
+		if !done && (op != OpRead && op != OpFetchAdd && op != OpCmpSwap && op != OpLocalInv) {
+			return n, true // budget or space exhausted mid-message
+		}
+		if e.state == sqPosted || e.state == sqStarted {
+			e.state = sqFramed
+		}
+		qp.sqNext++
+		progress = true
+		if budget <= 0 {
+			return n, true
+		}
+	}
+	return n, progress
+}
+
+func (qp *QP) pushORD(seq uint32) {
+	qp.ordQ[qp.ordTail%uint32(len(qp.ordQ))] = seq
+	qp.ordTail++
+}
+
+func (qp *QP) emitImm(n int, op rdmap.OpCode, msn uint32, imm uint64) int {
+	var d [8]byte
+	for i := 0; i < 8; i++ {
+		d[i] = byte(imm >> (56 - 8*i))
+	}
+	h := qp.framer.HeaderLen()
+	k, _ := rdmap.PutImmediate(qp.txbuf[n+h:], op, msn, d)
+	qp.stats.tx(op, 8, true)
+	return qp.seal(n, k)
+}
+
+// emitData frames segments of a Send (untagged) or Write (tagged) from
+// e.off on; it reports whether the L segment was framed.
+func (qp *QP) emitData(e *sqEntry, sgl []SGE, n int, budget *int, tagged bool) (int, bool) {
+	hl := ddp.UntaggedHeaderLen
+	if tagged {
+		hl = ddp.TaggedHeaderLen
+	}
+	seg := uint64(qp.mulpdu - hl)
+	for {
+		if !qp.space(n) {
+			return n, false
+		}
+		rem := e.length - e.off
+		last := rem <= seg
+		if !last {
+			rem = seg
+		}
+		h := qp.framer.HeaderLen()
+		u := qp.txbuf[n+h:]
+		var k int
+		var rop rdmap.OpCode
+		if tagged {
+			rop = rdmap.OpWrite
+			k, _ = rdmap.PutWrite(u, e.wr.RemoteSTag, e.wr.RemoteTO+e.off, last, int(rem))
+		} else {
+			rop = sendOpcode(e.wr.Op)
+			k, _ = rdmap.PutSend(u, rop, e.wr.InvalidateSTag, e.msn, uint32(e.off), last, int(rem))
+		}
+		if !qp.gather(u[hl:hl+int(rem)], sgl, e.off) {
+			qp.localFail(e, StatusLocProtErr)
+			return n, false
+		}
+		n = qp.seal(n, k)
+		qp.stats.tx(rop, int(rem), last)
+		e.off += rem
+		*budget -= int(rem) + hl
+		if last {
+			return n, true
+		}
+		if *budget <= 0 {
+			return n, false
+		}
+	}
+}
