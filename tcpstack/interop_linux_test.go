@@ -1,0 +1,497 @@
+//go:build linux
+
+package tcpstack_test
+
+// Interop with the Linux kernel's TCP (needs root; skips otherwise).
+//
+// Topology: one network namespace holding a veth pair xa <-> xb. The kernel
+// owns xa with 198.18.0.1/24. tcpstack sends and receives raw frames on xb
+// through an AF_PACKET socket and uses 198.18.0.2 with xb's MAC; xb has no
+// IP address, so the kernel never treats 198.18.0.2 as local and never
+// answers our port with RSTs (with forwarding off it drops what arrives on
+// xb). A permanent neighbour entry on xa maps 198.18.0.2 to xb's MAC, so no
+// ARP is needed. Frames the kernel sends over veth carry partial checksums
+// (checksum offload), so the stack runs with AcceptPartialChecksum.
+
+import (
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"xrnic/tcpstack"
+	"xrnic/wire/eth"
+	"xrnic/wire/pcap"
+)
+
+var (
+	kMAC   = eth.MAC{2, 0x78, 0, 0, 0, 1}
+	sMAC   = eth.MAC{2, 0x78, 0, 0, 0, 2}
+	kAddr  = [4]byte{198, 18, 0, 1}
+	sAddr  = [4]byte{198, 18, 0, 2}
+	bigLen = interopSize()
+)
+
+func ipCmd(t testing.TB, args ...string) {
+	t.Helper()
+	out, err := exec.Command("ip", args...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("ip %s: %v: %s", strings.Join(args, " "), err, out)
+	}
+}
+
+type netns struct {
+	name string
+	fd   int
+}
+
+func setupNetns(t *testing.T) *netns {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root (network namespace, veth, AF_PACKET); run as root or in CI")
+	}
+	if _, err := exec.LookPath("ip"); err != nil {
+		t.Skip("needs iproute2 (ip)")
+	}
+	name := fmt.Sprintf("xrnic-tcp-%d", os.Getpid())
+	exec.Command("ip", "netns", "del", name).Run()
+	ipCmd(t, "netns", "add", name)
+	t.Cleanup(func() { exec.Command("ip", "netns", "del", name).Run() })
+	ipCmd(t, "-n", name, "link", "add", "xa", "address", kMAC.String(), "type", "veth", "peer", "name", "xb", "address", sMAC.String())
+	// No TSO/GSO super-frames towards a raw socket: one MTU frame each.
+	ipCmd(t, "-n", name, "link", "set", "xa", "gso_max_size", "1500", "gso_max_segs", "1")
+	ipCmd(t, "-n", name, "addr", "add", "198.18.0.1/24", "dev", "xa")
+	ipCmd(t, "-n", name, "link", "set", "lo", "up")
+	ipCmd(t, "-n", name, "link", "set", "xa", "up")
+	ipCmd(t, "-n", name, "link", "set", "xb", "up")
+	ipCmd(t, "-n", name, "neigh", "add", "198.18.0.2", "lladdr", sMAC.String(), "dev", "xa", "nud", "permanent")
+	fd, err := unix.Open("/run/netns/"+name, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { unix.Close(fd) })
+	return &netns{name: name, fd: fd}
+}
+
+// in runs fn on a thread inside the namespace; sockets created there stay
+// in it. The thread is discarded afterwards.
+func (ns *netns) in(fn func() error) error {
+	ch := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread() // never unlocked: the thread dies with the goroutine
+		if err := unix.Setns(ns.fd, unix.CLONE_NEWNET); err != nil {
+			ch <- err
+			return
+		}
+		ch <- fn()
+	}()
+	return <-ch
+}
+
+// pktLink is a tcpstack.Link over an AF_PACKET socket.
+type pktLink struct {
+	fd   int
+	free [][]byte
+}
+
+func htons(v uint16) uint16 { return v<<8 | v>>8 }
+
+func openPktLink(t *testing.T, ns *netns) *pktLink {
+	l := &pktLink{}
+	err := ns.in(func() error {
+		ifi, err := net.InterfaceByName("xb")
+		if err != nil {
+			return err
+		}
+		fd, err := unix.Socket(unix.AF_PACKET, unix.SOCK_RAW|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, int(htons(unix.ETH_P_ALL)))
+		if err != nil {
+			return err
+		}
+		if err := unix.Bind(fd, &unix.SockaddrLinklayer{Protocol: htons(unix.ETH_P_ALL), Ifindex: ifi.Index}); err != nil {
+			unix.Close(fd)
+			return err
+		}
+		unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUF, 8<<20)
+		unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_SNDBUF, 8<<20)
+		l.fd = fd
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { unix.Close(l.fd) })
+	return l
+}
+
+func (l *pktLink) RecvBatch(frames [][]byte) int {
+	n := 0
+	for n < len(frames) {
+		var b []byte
+		if k := len(l.free); k > 0 {
+			b = l.free[k-1]
+			l.free = l.free[:k-1]
+		} else {
+			b = make([]byte, 2048)
+		}
+		m, from, err := unix.Recvfrom(l.fd, b, unix.MSG_DONTWAIT)
+		if err != nil {
+			l.free = append(l.free, b)
+			break
+		}
+		if sa, ok := from.(*unix.SockaddrLinklayer); ok && sa.Pkttype == unix.PACKET_OUTGOING {
+			l.free = append(l.free, b)
+			continue // our own transmissions
+		}
+		frames[n] = b[:m]
+		n++
+	}
+	return n
+}
+
+func (l *pktLink) Release(f []byte) { l.free = append(l.free, f[:cap(f)]) }
+
+func (l *pktLink) SendBatch(frames [][]byte) int {
+	n := 0
+	for _, f := range frames {
+		for {
+			_, err := unix.Write(l.fd, f)
+			if err == unix.EAGAIN || err == unix.ENOBUFS {
+				time.Sleep(50 * time.Microsecond)
+				continue
+			}
+			if err == nil {
+				n++
+			}
+			break
+		}
+	}
+	return n
+}
+
+func (l *pktLink) wait(d time.Duration) {
+	ms := int(d / time.Millisecond)
+	if ms > 5 {
+		ms = 5
+	}
+	fds := []unix.PollFd{{Fd: int32(l.fd), Events: unix.POLLIN}}
+	unix.Poll(fds, ms)
+}
+
+func pat(salt byte, i int) byte { return byte(i*131+i>>9) ^ salt }
+
+// capture writes the first frames the stack sees and sends to a pcap file.
+type capture struct {
+	w    *pcap.Writer
+	f    *os.File
+	left int
+}
+
+func newCapture(t *testing.T, path string, frames int) *capture {
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := pcap.NewWriter(f, pcap.WriterOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &capture{w: w, f: f, left: frames}
+}
+
+func (c *capture) tap(frame []byte, out bool) {
+	if c.left > 0 {
+		c.left--
+		c.w.WritePacket(time.Now(), frame)
+	}
+}
+
+// stackSide runs the tcpstack end: it sends n bytes with salt ours and
+// checks n bytes with salt theirs, then closes (FIN) or waits for the
+// peer's FIN first.
+func runStack(t *testing.T, st *tcpstack.Stack, link *pktLink, getConn func() *tcpstack.Conn, n int, ours, theirs byte, closeFirst bool) {
+	var c *tcpstack.Conn
+	sent, got := 0, 0
+	buf := make([]byte, 64<<10)
+	var views [][]byte
+	deadline := time.Now().Add(time.Duration(max(60, n>>19)) * time.Second)
+	for {
+		next := st.Poll()
+		if c == nil {
+			c = getConn()
+		}
+		if c != nil && c.Established() {
+			for sent < n {
+				k := min(len(buf), n-sent)
+				for i := 0; i < k; i++ {
+					buf[i] = pat(ours, sent+i)
+				}
+				w, _ := c.Write(buf[:k])
+				sent += w
+				if w < k {
+					break
+				}
+			}
+			views = c.Views(views[:0])
+			rel := 0
+			for _, v := range views {
+				for i, b := range v {
+					if b != pat(theirs, got+i) {
+						t.Fatalf("byte %d: got %#x want %#x", got+i, b, pat(theirs, got+i))
+					}
+				}
+				got += len(v)
+				rel += len(v)
+			}
+			c.Release(rel)
+			if sent == n && (closeFirst || c.EOF()) && c.State() == tcpstack.StateEstablished || sent == n && c.State() == tcpstack.StateCloseWait {
+				c.CloseWrite()
+			}
+			if c.EOF() {
+				if c.Err() != nil {
+					t.Fatalf("connection error: %v", c.Err())
+				}
+				if got != n {
+					t.Fatalf("got %d bytes, want %d", got, n)
+				}
+				if c.State() == tcpstack.StateTimeWait || c.State() == tcpstack.StateClosed {
+					c.Close()
+					st.Flush()
+					return
+				}
+			}
+			st.Flush()
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("timeout: sent %d got %d state %v stats %+v", sent, got, stateOf(c), st.Stats)
+		}
+		if next > st.Now() {
+			link.wait(next - st.Now())
+		}
+	}
+}
+
+func stateOf(c *tcpstack.Conn) string {
+	if c == nil {
+		return "none"
+	}
+	return c.State().String()
+}
+
+// kernelPeer sends n bytes with salt ours, checks n bytes with salt theirs.
+func kernelPeer(conn net.Conn, n int, ours, theirs byte, closeFirst bool) error {
+	errc := make(chan error, 2)
+	go func() {
+		buf := make([]byte, 64<<10)
+		for sent := 0; sent < n; {
+			k := min(len(buf), n-sent)
+			for i := 0; i < k; i++ {
+				buf[i] = pat(ours, sent+i)
+			}
+			if _, err := conn.Write(buf[:k]); err != nil {
+				errc <- err
+				return
+			}
+			sent += k
+		}
+		if closeFirst {
+			conn.(*net.TCPConn).CloseWrite()
+		}
+		errc <- nil
+	}()
+	h1, h2 := sha256.New(), sha256.New()
+	buf := make([]byte, 64<<10)
+	got := 0
+	for {
+		k, err := conn.Read(buf)
+		h1.Write(buf[:k])
+		for i := 0; i < k; i++ {
+			buf[i] = pat(theirs, got+i)
+		}
+		h2.Write(buf[:k])
+		got += k
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return fmt.Errorf("kernel read after %d bytes: %w", got, err)
+		}
+	}
+	if err := <-errc; err != nil {
+		return fmt.Errorf("kernel write: %w", err)
+	}
+	if got != n || string(h1.Sum(nil)) != string(h2.Sum(nil)) {
+		return fmt.Errorf("kernel got %d bytes (want %d), checksum match %v", got, n, string(h1.Sum(nil)) == string(h2.Sum(nil)))
+	}
+	if !closeFirst {
+		conn.(*net.TCPConn).CloseWrite()
+	}
+	return conn.Close()
+}
+
+func newStack(t *testing.T, link *pktLink, tap func([]byte, bool)) *tcpstack.Stack {
+	st, err := tcpstack.New(tcpstack.Config{Link: link, MAC: sMAC, Addr: sAddr, AcceptPartialChecksum: true, RecvBuffer: 1 << 20, SendSegments: 512, Tap: tap})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+func tsharkCheck(t *testing.T, path string) {
+	if _, err := exec.LookPath("tshark"); err != nil {
+		t.Log("tshark not installed; capture not checked")
+		return
+	}
+	out, err := exec.Command("tshark", "-r", path, "-o", "tcp.check_checksum:TRUE", "-o", "ip.check_checksum:TRUE",
+		"-Y", "_ws.expert.severity >= error || tcp.checksum.status == 0 || ip.checksum.status == 0").Output()
+	if err != nil {
+		t.Fatalf("tshark: %v", err)
+	}
+	if s := strings.TrimSpace(string(out)); s != "" {
+		lines := strings.Split(s, "\n")
+		t.Errorf("tshark flags %d frames, first: %s", len(lines), strings.Join(lines[:min(10, len(lines))], "\n"))
+	}
+	n, _ := exec.Command("tshark", "-r", path, "-T", "fields", "-e", "frame.number").Output()
+	t.Logf("tshark checked %d frames of %s", strings.Count(string(n), "\n"), filepath.Base(path))
+}
+
+// TestIntegrationStackClient: tcpstack dials a kernel server; 100 MB each
+// way; tcpstack closes first.
+func TestIntegrationStackClient(t *testing.T) {
+	ns := setupNetns(t)
+	link := openPktLink(t, ns)
+	var ln net.Listener
+	if err := ns.in(func() (err error) { ln, err = net.Listen("tcp4", "198.18.0.1:5001"); return }); err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	kerr := make(chan error, 1)
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			kerr <- err
+			return
+		}
+		kerr <- kernelPeer(c, bigLen, 'k', 's', false)
+	}()
+	capPath := filepath.Join(t.TempDir(), "client.pcap")
+	cp := newCapture(t, capPath, 30000)
+	st := newStack(t, link, cp.tap)
+	m := kMAC
+	c, err := st.Dial(kAddr, 5001, tcpstack.DialOptions{RemoteMAC: &m})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runStack(t, st, link, func() *tcpstack.Conn { return c }, bigLen, 's', 'k', true)
+	if err := <-kerr; err != nil {
+		t.Fatal(err)
+	}
+	cp.f.Close()
+	t.Logf("stats %+v", st.Stats)
+	tsharkCheck(t, capPath)
+}
+
+// TestIntegrationStackServer: a kernel client connects to a tcpstack
+// listener; 100 MB each way; the kernel closes first.
+func TestIntegrationStackServer(t *testing.T) {
+	ns := setupNetns(t)
+	link := openPktLink(t, ns)
+	capPath := filepath.Join(t.TempDir(), "server.pcap")
+	cp := newCapture(t, capPath, 30000)
+	st := newStack(t, link, cp.tap)
+	l, err := st.Listen(5002, tcpstack.ListenOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	kerr := make(chan error, 1)
+	go func() {
+		var c net.Conn
+		if err := ns.in(func() (err error) {
+			c, err = net.DialTimeout("tcp4", "198.18.0.2:5002", 10*time.Second)
+			return
+		}); err != nil {
+			kerr <- err
+			return
+		}
+		kerr <- kernelPeer(c, bigLen, 'K', 'S', true)
+	}()
+	runStack(t, st, link, l.Accept, bigLen, 'S', 'K', false)
+	if err := <-kerr; err != nil {
+		t.Fatal(err)
+	}
+	cp.f.Close()
+	t.Logf("stats %+v", st.Stats)
+	tsharkCheck(t, capPath)
+}
+
+// TestIntegrationReset: tcpstack aborts a connection from a kernel client,
+// which must see ECONNRESET; then the kernel aborts (SO_LINGER 0) and the
+// stack must report ErrReset.
+func TestIntegrationReset(t *testing.T) {
+	ns := setupNetns(t)
+	link := openPktLink(t, ns)
+	st := newStack(t, link, nil)
+	l, err := st.Listen(5003, tcpstack.ListenOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for round := 0; round < 2; round++ {
+		kc := make(chan net.Conn, 1)
+		go func() {
+			var c net.Conn
+			ns.in(func() (err error) { c, err = net.DialTimeout("tcp4", "198.18.0.2:5003", 10*time.Second); return })
+			kc <- c
+		}()
+		var c *tcpstack.Conn
+		for end := time.Now().Add(10 * time.Second); c == nil && time.Now().Before(end); {
+			st.Poll()
+			c = l.Accept()
+			link.wait(time.Millisecond)
+		}
+		if c == nil {
+			t.Fatal("no connection")
+		}
+		k := <-kc
+		if k == nil {
+			t.Fatal("kernel dial failed")
+		}
+		if round == 0 {
+			c.Abort()
+			k.SetReadDeadline(time.Now().Add(5 * time.Second))
+			_, err := k.Read(make([]byte, 10))
+			if !errors.Is(err, syscall.ECONNRESET) {
+				t.Fatalf("kernel read after our RST: %v, want ECONNRESET", err)
+			}
+			k.Close()
+			continue
+		}
+		k.(*net.TCPConn).SetLinger(0)
+		k.Close()
+		for end := time.Now().Add(5 * time.Second); c.State() != tcpstack.StateClosed && time.Now().Before(end); {
+			st.Poll()
+			link.wait(time.Millisecond)
+		}
+		if !errors.Is(c.Err(), tcpstack.ErrReset) {
+			t.Fatalf("after kernel RST: state %v err %v, want ErrReset", c.State(), c.Err())
+		}
+		c.Close()
+	}
+}
+
+// interopSize is 100 MB, or TCPSTACK_INTEROP_BYTES.
+func interopSize() int {
+	var n int
+	if _, err := fmt.Sscan(os.Getenv("TCPSTACK_INTEROP_BYTES"), &n); err == nil && n > 0 {
+		return n
+	}
+	return 100 << 20
+}
