@@ -18,7 +18,7 @@ trap 'rm -f "$log"' EXIT
 while IFS= read -r line; do
 	file=${line%%:*}
 	name=$(sed -E 's/^func (Fuzz[A-Za-z0-9_]*).*/\1/' <<<"${line#*:}")
-	pkg=$(dirname "$file")
+	pkg=./$(dirname "$file")
 	count=$((count + 1))
 	echo "fuzz $pkg $name ($fuzztime)"
 	if go test -run='^$' -fuzz="^${name}\$" -fuzztime="$fuzztime" "$pkg" >"$log" 2>&1; then
