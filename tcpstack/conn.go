@@ -45,6 +45,7 @@ type seg struct {
 	sacked  bool
 	rexmit  bool // retransmitted at least once (Karn)
 	rexmitR bool // retransmitted in the current recovery episode
+	lost    bool // presumed lost by the SACK scoreboard (RFC 6675 IsLost)
 }
 
 func (g *seg) end() tcp.Seq {
@@ -74,6 +75,15 @@ type inSeg struct {
 	opts   *tcp.Options
 	src    [4]byte
 	srcMAC eth.MAC
+	synAck bool // a SYN-ACK of a simultaneous open, its SYN stripped
+}
+
+// window returns the segment's window in bytes (never scaled in a SYN).
+func (g *inSeg) window(shift uint8) uint32 {
+	if g.synAck {
+		return uint32(g.wnd)
+	}
+	return uint32(g.wnd) << shift
 }
 
 func (g *inSeg) seqLen() int {
@@ -113,6 +123,7 @@ type Conn struct {
 	cwnd, ssthresh              uint32
 	dupAcks                     int
 	inRecovery                  bool
+	headLost                    bool // a partial ACK in SACK recovery: the segment at SND.UNA is lost
 	recover                     tcp.Seq
 	srtt, rttvar, rto           time.Duration
 	hasRTT                      bool
@@ -482,7 +493,8 @@ func (c *Conn) CloseWrite() error {
 // Close ends the application's use of the connection: it sends a FIN after
 // queued data (or a RST if received data was left unread, as Linux does),
 // releases every pending view, and lets the stack finish the close and
-// free the connection on its own.
+// free the connection on its own. New data arriving after Close resets the
+// connection (RFC 1122 §4.2.2.13): nobody is left to read it.
 func (c *Conn) Close() error {
 	if c.appGone {
 		return nil

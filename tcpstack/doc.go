@@ -26,14 +26,21 @@
 //     bounded number of half-open (SYN-RECEIVED) connections; simultaneous
 //     open is handled by the RFC 9293 state machine.
 //   - Options: MSS (§3.7.1), Window Scale and Timestamps (RFC 7323) with RTT
-//     measurement and PAWS, SACK-Permitted and SACK blocks (RFC 2018) on
-//     receive; on send, SACK information selects which holes to retransmit
-//     during fast recovery.
+//     measurement and PAWS, SACK-Permitted and SACK blocks (RFC 2018). The
+//     receiver reports out-of-order data in SACK blocks on pure ACKs and on
+//     data segments alike, the block with the latest arrival first, as many
+//     as the option space and the peer's MSS leave room for (a segment is
+//     never split to make room, so a full one carries none; if an ACK is
+//     owed, a pure ACK with every block follows it).
 //   - Retransmission timer per RFC 6298 (SRTT/RTTVAR, Karn's rule without
 //     timestamps, exponential backoff, MinRTO/MaxRTO configurable), fast
-//     retransmit and NewReno fast recovery (RFC 6582), slow start and
-//     congestion avoidance with byte counting (RFC 5681), initial window of 10
-//     segments (RFC 6928).
+//     retransmit; with SACK, loss recovery per RFC 6675 (a per-segment
+//     scoreboard, pipe, NextSeg: lost segments first, then new data, then
+//     other holes below the highest SACKed segment; an ACK that SACKs new
+//     data counts as a duplicate even if it carries data), without SACK (or
+//     with Config.NewRenoRecovery) NewReno fast recovery (RFC 6582); slow
+//     start and congestion avoidance with byte counting (RFC 5681), initial
+//     window of 10 segments (RFC 6928).
 //   - Flow control with window scaling, receiver silly-window avoidance, a
 //     never-shrinking advertised right edge, and zero-window probes (an ACK
 //     carrying SND.UNA-1, as Linux sends, which every RFC 9293 receiver
@@ -74,6 +81,5 @@
 //
 // IPv6, IP fragments (dropped), IP options on transmit, urgent data (the URG
 // flag is ignored), keepalives, ECN, SYN cookies (a full half-open table drops
-// SYNs), path MTU discovery, and RFC 6675 pipe-based loss recovery (NewReno
-// with SACK-guided hole selection is used instead).
+// SYNs), path MTU discovery, D-SACK, and the RFC 6675 rescue retransmission.
 package tcpstack

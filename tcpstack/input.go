@@ -21,9 +21,19 @@ func (c *Conn) input(g *inSeg) bool {
 	rst := g.flags&tcp.FlagRST != 0
 	syn := g.flags&tcp.FlagSYN != 0
 
-	if c.state == StateSynRcvd && syn && !rst && g.flags&tcp.FlagACK == 0 && g.seq == c.irs {
-		c.sendSYN() // the peer did not get our SYN-ACK
-		return false
+	if c.state == StateSynRcvd && syn && !rst && g.seq == c.irs {
+		if g.flags&tcp.FlagACK == 0 {
+			c.sendSYN() // the peer did not get our SYN-ACK
+			return false
+		}
+		// Simultaneous open: the peer's SYN-ACK repeats the SYN we already
+		// took (RCV.NXT is past it), so as it stands the segment is not
+		// acceptable (the RFC 793 figure 8 ambiguity; Linux special-cases
+		// it too). Take it as the ACK of our SYN; its window is unscaled.
+		g.seq = g.seq.Add(1)
+		g.flags &^= tcp.FlagSYN
+		g.synAck = true
+		syn = false
 	}
 	// PAWS (RFC 7323 §5.3).
 	if c.tsOK && g.opts.HasTimestamps && !rst && int32(g.opts.TSVal-c.tsRecent) < 0 && s.now-c.tsRecentAt < pawsIdle {
@@ -81,7 +91,7 @@ func (c *Conn) input(g *inSeg) bool {
 			s.rawSend(c.key, c.rmac, g.ack, 0, tcp.FlagRST, 0)
 			return false
 		}
-		c.sndWnd = uint32(g.wnd) << c.sndWScale
+		c.sndWnd = g.window(c.sndWScale)
 		c.maxSndWnd = c.sndWnd
 		c.sndWl1, c.sndWl2 = g.seq, g.ack
 		c.establish()
@@ -211,6 +221,10 @@ func (c *Conn) establish() {
 	c.recover = c.iss
 	c.highSacked = c.sndUna
 	c.rearm()
+	if c.wrShut {
+		// CloseWrite in SYN-RECEIVED queued a FIN (RFC 9293 §3.10.4).
+		c.state = StateFinWait1
+	}
 	if l := c.listener; l != nil {
 		l.established(c)
 	} else {
@@ -230,7 +244,7 @@ func (c *Conn) processAck(g *inSeg) {
 	// from it has a lower sequence number and would otherwise never reopen
 	// a window it once closed.
 	if ack.GreaterThan(c.sndUna) && ack.LessThanEq(c.sndMax) || c.sndWl1.LessThan(g.seq) || (c.sndWl1 == g.seq && c.sndWl2.LessThanEq(ack)) {
-		w := uint32(g.wnd) << c.sndWScale
+		w := g.window(c.sndWScale)
 		winChanged = w != c.sndWnd
 		if w > c.sndWnd {
 			s.markDirty(c)
@@ -239,8 +253,9 @@ func (c *Conn) processAck(g *inSeg) {
 		c.maxSndWnd = max(c.maxSndWnd, w)
 		c.sndWl1, c.sndWl2 = g.seq, ack
 	}
+	newSACK := false
 	if c.sackOK && g.opts.NumSACK > 0 {
-		c.markSACK(g.opts)
+		newSACK = c.markSACK(g.opts)
 	}
 	if ack.GreaterThan(c.sndUna) {
 		acked := c.sndUna.Size(ack)
@@ -277,6 +292,12 @@ func (c *Conn) processAck(g *inSeg) {
 		c.retries = 0
 		c.onNewAck(acked)
 		c.dupAcks = 0
+		if newSACK && c.sackRecovery() {
+			// RFC 6675 §5 (C): an ACK that SACKs new data is a duplicate
+			// whether or not it also advances SND.UNA; a receiver that
+			// answers a whole batch with one ACK sends nothing else.
+			c.sackDupAck()
+		}
 		if c.sndUna == c.sndMax {
 			if !c.persist {
 				c.rtoAt = NoDeadline
@@ -302,7 +323,11 @@ func (c *Conn) processAck(g *inSeg) {
 		}
 		return
 	}
-	if ack == c.sndUna && len(g.data) == 0 && g.flags&(tcp.FlagSYN|tcp.FlagFIN) == 0 && !winChanged && c.sndMax != c.sndUna {
+	// A duplicate ACK (RFC 5681 §2) carries no data and changes nothing;
+	// with SACK, an ACK that SACKs new data counts too, data or not (RFC
+	// 6675 §2): the peer piggybacks its SACK blocks on its own data.
+	pureDup := len(g.data) == 0 && g.flags&(tcp.FlagSYN|tcp.FlagFIN) == 0 && !winChanged
+	if ack == c.sndUna && c.sndMax != c.sndUna && (pureDup || newSACK) {
 		c.onDupAck()
 	}
 }
@@ -330,8 +355,10 @@ func (c *Conn) rttSample(r time.Duration) {
 	c.rto = min(max(c.rto, c.s.cfg.MinRTO), c.s.cfg.MaxRTO)
 }
 
-// markSACK marks the send segments covered by the SACK blocks.
-func (c *Conn) markSACK(o *tcp.Options) {
+// markSACK marks the send segments covered by the SACK blocks and reports
+// whether it marked any that were not yet.
+func (c *Conn) markSACK(o *tcp.Options) bool {
+	marked := false
 	for i := 0; i < o.NumSACK && i < len(o.SACK); i++ {
 		b := o.SACK[i]
 		if !b.Left.LessThan(b.Right) || b.Left.LessThan(c.sndUna) || b.Right.GreaterThan(c.sndMax) {
@@ -342,14 +369,16 @@ func (c *Conn) markSACK(o *tcp.Options) {
 			if sg.seq.GreaterThanEq(b.Right) {
 				break
 			}
-			if sg.seq.GreaterThanEq(b.Left) && sg.end().LessThanEq(b.Right) {
+			if !sg.sacked && sg.seq.GreaterThanEq(b.Left) && sg.end().LessThanEq(b.Right) {
 				sg.sacked = true
+				marked = true
 			}
 		}
 		if b.Right.GreaterThan(c.highSacked) {
 			c.highSacked = b.Right
 		}
 	}
+	return marked
 }
 
 // inputData queues the payload (and FIN) of an acceptable segment. It
@@ -381,6 +410,13 @@ func (c *Conn) inputData(g *inSeg) bool {
 	if len(data) == 0 && !fin {
 		s.Stats.RxDupData++
 		c.wantAck()
+		return false
+	}
+	if c.appGone && len(data) > 0 {
+		// New data after Close has nobody to read it: reset, as RFC 1122
+		// §4.2.2.13 says and Linux does, rather than let it fill the
+		// window and hold the peer in persist forever.
+		c.Abort()
 		return false
 	}
 	if seq != c.rcvNxt {
@@ -457,16 +493,27 @@ func (c *Conn) drainOOO() {
 func (c *Conn) oooInsert(seq tcp.Seq, data, frame []byte) bool {
 	end := seq.Add(uint32(len(data)))
 	i := 0
-	for ; i < len(c.ooo); i++ {
+	for i < len(c.ooo) {
 		e := &c.ooo[i]
 		eEnd := e.seq.Add(uint32(len(e.data)))
 		if e.seq.LessThanEq(seq) && end.LessThanEq(eEnd) {
 			c.s.Stats.RxDupData++
 			return false // already held
 		}
-		if seq.LessThan(e.seq) {
-			break
+		if seq.LessThanEq(e.seq) {
+			if eEnd.GreaterThan(end) {
+				break
+			}
+			// The new segment covers e: drop e, so the queue stays sorted
+			// by distinct sequence numbers and no frame slot is wasted.
+			c.s.link.Release(e.frame)
+			c.oooBytes -= len(e.data)
+			copy(c.ooo[i:], c.ooo[i+1:])
+			c.ooo[len(c.ooo)-1] = oooEnt{}
+			c.ooo = c.ooo[:len(c.ooo)-1]
+			continue
 		}
+		i++
 	}
 	if len(c.ooo) == cap(c.ooo) {
 		if i == len(c.ooo) {

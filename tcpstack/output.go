@@ -16,8 +16,9 @@ func (c *Conn) output() {
 		}
 		return
 	}
-	if c.ackNow && len(c.ooo) > 0 && c.sackOK {
-		c.sendAck() // SACK blocks ride only on pure ACKs
+	if c.inRecovery && c.sackRecovery() && c.state != StateTimeWait {
+		c.sackSend()
+		goto done
 	}
 	for c.sqLen > 0 && c.state != StateTimeWait {
 		i := c.sendIndex()
@@ -106,6 +107,19 @@ func (c *Conn) xmit(g *seg, from, to tcp.Seq) {
 		o.TSVal = c.tsNow()
 		o.TSEcr = c.tsRecent
 	}
+	// SACK blocks ride on data too (RFC 2018 §4), as many as the option
+	// space and the peer's MSS leave room for: sndMSS already excludes the
+	// timestamps, and a segment is never split to make room, so a full
+	// one carries none. If this segment cannot carry what a pure ACK
+	// would, an owed ACK stays owed and output sends it after the data.
+	complete := true
+	if c.sackOK && len(c.ooo) > 0 {
+		k := 0
+		if room := c.sndMSS - n; room >= 12 {
+			k = (room - 4) / 8
+		}
+		complete = c.sackBlocks(o, k)
+	}
 	wnd := c.windowField()
 	var b []byte
 	if off == 0 && g.buf != nil {
@@ -129,7 +143,11 @@ func (c *Conn) xmit(g *seg, from, to tcp.Seq) {
 		c.rttSeq = from
 		c.rttStart = s.now
 	}
+	owed := c.ackNow
 	c.ackSent()
+	if !complete {
+		c.ackNow = owed
+	}
 }
 
 func (c *Conn) ackSent() {
@@ -197,7 +215,7 @@ func (c *Conn) sendCtl(seq tcp.Seq, flags tcp.Flags) {
 		o.TSEcr = c.tsRecent
 	}
 	if c.sackOK && len(c.ooo) > 0 && flags&tcp.FlagRST == 0 {
-		c.sackBlocks(o)
+		c.sackBlocks(o, tcp.MaxSACKBlocks)
 	}
 	wnd := c.windowField()
 	b := s.scratch()
@@ -209,20 +227,27 @@ func (c *Conn) sendCtl(seq tcp.Seq, flags tcp.Flags) {
 	c.ackSent()
 }
 
-// sackBlocks fills o with up to 3 (4 without timestamps) SACK blocks from
-// the out-of-order queue, the one holding the latest arrival first (RFC
-// 2018 §4).
-func (c *Conn) sackBlocks(o *tcp.Options) {
-	limit := 4
+// sackBlocks fills o with up to most SACK blocks (and never more than 3
+// with timestamps, 4 without, the option space) from the out-of-order
+// queue, the one holding the latest arrival first (RFC 2018 §4), then the
+// highest. It reports whether o got as many blocks as the option space
+// allows (every range there is, or a full option).
+func (c *Conn) sackBlocks(o *tcp.Options, most int) bool {
+	space := 4
 	if o.HasTimestamps {
-		limit = 3
+		space = 3
+	}
+	limit := min(space, most)
+	if limit <= 0 {
+		return false
 	}
 	// Merge held segments into ranges, highest first.
 	first := -1
 	var blocks [tcp.MaxSACKBlocks]tcp.SACKBlock
-	nb := 0
+	nb, ranges := 0, 0
 	i := len(c.ooo) - 1
 	for i >= 0 {
+		ranges++
 		l := c.ooo[i].seq
 		r := l.Add(uint32(len(c.ooo[i].data)))
 		j := i - 1
@@ -256,6 +281,7 @@ func (c *Conn) sackBlocks(o *tcp.Options) {
 	}
 	o.NumSACK = nb
 	o.SACK = blocks
+	return nb == min(ranges, space)
 }
 
 // sendSYN sends our SYN (SYN-SENT) or SYN-ACK (SYN-RECEIVED).
@@ -309,9 +335,16 @@ func (c *Conn) onNewAck(acked uint32) {
 	if c.inRecovery {
 		if c.sndUna.GreaterThanEq(c.recover) { // full acknowledgment
 			c.inRecovery = false
+			c.headLost = false
 			flight := c.sndUna.Size(c.sndMax)
 			c.cwnd = max(min(c.ssthresh, flight+mss), mss)
 			c.clearRexmitR()
+			return
+		}
+		if c.sackRecovery() {
+			// RFC 6675: output runs NextSeg against the new pipe; the
+			// partial ACK marks the segment at SND.UNA lost (recovery.go).
+			c.headLost = true
 			return
 		}
 		// Partial acknowledgment: retransmit the next hole, deflate.
@@ -335,6 +368,10 @@ func (c *Conn) onNewAck(acked uint32) {
 }
 
 func (c *Conn) onDupAck() {
+	if c.sackRecovery() {
+		c.sackDupAck()
+		return
+	}
 	mss := uint32(c.sndMSS)
 	c.dupAcks++
 	if c.inRecovery {
@@ -421,6 +458,7 @@ func (c *Conn) onRTO() {
 	}
 	c.cwnd = mss
 	c.inRecovery = false
+	c.headLost = false
 	c.recover = c.sndMax
 	c.dupAcks = 0
 	c.rttTiming = false

@@ -89,6 +89,11 @@ type Config struct {
 	DisableTimestamps  bool
 	DisableWindowScale bool
 
+	// NewRenoRecovery recovers from loss with NewReno (RFC 6582), SACK
+	// only choosing which hole to resend, even when SACK is in use; the
+	// default with SACK is RFC 6675. For comparisons.
+	NewRenoRecovery bool
+
 	// AcceptPartialChecksum accepts TCP checksums that a veth peer with
 	// offload left half-done (see package xrnic/wire/tcp).
 	AcceptPartialChecksum bool

@@ -142,11 +142,18 @@ func (e *endpoint) step(now time.Duration) {
 
 type simResult struct {
 	virt   time.Duration
+	xfer   time.Duration // until both sides had all the data
 	frames uint64
+	// Sums over both stacks.
+	retransmits, fastRetransmits, timeouts uint64
 }
 
 // runSeed runs one simulated transfer in both directions and checks it.
-func runSeed(seed uint64, verbose bool) (simResult, error) {
+func runSeed(seed uint64, verbose bool) (simResult, error) { return runSeedWith(seed, verbose, false) }
+
+// runSeedWith is runSeed, with NewReno instead of RFC 6675 loss recovery
+// if newReno.
+func runSeedWith(seed uint64, verbose, newReno bool) (simResult, error) {
 	rng := rand.New(rand.NewPCG(seed, 42))
 	var res simResult
 	clock := &sim.Clock{}
@@ -184,6 +191,7 @@ func runSeed(seed uint64, verbose bool) (simResult, error) {
 			DisableTimestamps:  rng.IntN(4) == 0,
 			DisableWindowScale: rng.IntN(4) == 0,
 			MaxOOO:             1 + rng.IntN(64),
+			NewRenoRecovery:    newReno,
 		}
 		return tcpstack.New(cfg)
 	}
@@ -239,6 +247,9 @@ func runSeed(seed uint64, verbose bool) (simResult, error) {
 		}
 		sa.Flush()
 		sb.Flush()
+		if res.xfer == 0 && a.got == b.total && b.got == a.total {
+			res.xfer = clock.Now()
+		}
 		if a.closed && b.closed && sa.NumConns() == 0 && sb.NumConns() == 0 && net.InFlight() == 0 {
 			break
 		}
@@ -281,6 +292,9 @@ func runSeed(seed uint64, verbose bool) (simResult, error) {
 	}
 	res.virt = clock.Now()
 	res.frames = net.Sent
+	res.retransmits = sa.Stats.TxRetransmits + sb.Stats.TxRetransmits
+	res.fastRetransmits = sa.Stats.FastRetransmits + sb.Stats.FastRetransmits
+	res.timeouts = sa.Stats.Timeouts + sb.Stats.Timeouts
 	if verbose {
 		fmt.Printf("seed %d: mtu %d faults %+v sizes %d/%d virt %v frames %d\nA %+v\nB %+v\n", seed, mtu, f, a.total, b.total, clock.Now(), net.Sent, sa.Stats, sb.Stats)
 	}
@@ -362,4 +376,39 @@ func describe(fr []byte) string {
 	}
 	ok := th.ChecksumValid(ip.PseudoHeaderSum())
 	return fmt.Sprintf("%v:%d>%v:%d %v seq=%d ack=%d len=%d win=%d opt=%x csum=%v", ip.Src()[3], th.SrcPort(), ip.Dst()[3], th.DstPort(), th.Flags(), th.Seq(), th.Ack(), len(th.Payload()), th.Window(), th.Options(), ok)
+}
+
+// TestRecoveryComparison runs the same seeds with RFC 6675 (the default
+// with SACK) and with NewReno loss recovery and logs the virtual time until
+// both sides had all the data, and the retransmissions it took (go test -v). It
+// checks correctness only; the numbers are for reading.
+func TestRecoveryComparison(t *testing.T) {
+	n := 300
+	if *flagSeeds > 0 {
+		n = *flagSeeds
+	}
+	for _, newReno := range []bool{false, true} {
+		var sum simResult
+		var worst time.Duration
+		for s := 0; s < n; s++ {
+			r, err := runSeedWith(uint64(s), false, newReno)
+			if err != nil {
+				t.Fatalf("seed %d (NewReno %v): %v", s, newReno, err)
+			}
+			sum.virt += r.virt
+			sum.xfer += r.xfer
+			sum.frames += r.frames
+			sum.retransmits += r.retransmits
+			sum.fastRetransmits += r.fastRetransmits
+			sum.timeouts += r.timeouts
+			worst = max(worst, r.xfer)
+		}
+		name := "RFC 6675"
+		if newReno {
+			name = "NewReno "
+		}
+		t.Logf("%s: %d seeds, transfer time %v (mean %v, worst %v), frames %d, retransmits %d, fast retransmits %d, RTO timeouts %d",
+			name, n, sum.xfer.Round(time.Millisecond), (sum.xfer / time.Duration(n)).Round(time.Millisecond), worst.Round(time.Millisecond),
+			sum.frames, sum.retransmits, sum.fastRetransmits, sum.timeouts)
+	}
 }
