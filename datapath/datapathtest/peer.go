@@ -28,6 +28,11 @@ type Options struct {
 	IRD, ORD    uint16 // Rev 2 enhanced word (default 16/16)
 	PeerToPeer  bool
 	RTR         mpa.RTR
+	// RcvBuf, when positive, sets the socket's receive buffer (SO_RCVBUF)
+	// right after the TCP connect, which also stops the kernel from
+	// growing it: the engine's sends then block as soon as the peer stops
+	// reading (tests that need a response to stay in progress).
+	RcvBuf int
 }
 
 // Peer is a connected raw MPA initiator.
@@ -50,6 +55,9 @@ func Dial(ctx context.Context, addr string, o Options) (*Peer, error) {
 		return nil, err
 	}
 	c.(*net.TCPConn).SetNoDelay(true)
+	if o.RcvBuf > 0 {
+		c.(*net.TCPConn).SetReadBuffer(o.RcvBuf)
+	}
 	p, err := Handshake(c, o)
 	if err != nil {
 		c.Close()
@@ -187,3 +195,53 @@ func (p *Peer) ExpectEOF(timeout time.Duration) error {
 
 // Close closes the connection.
 func (p *Peer) Close() error { return p.Conn.Close() }
+
+// RawFrame builds an MPA Request or Reply frame byte by byte, without the
+// validation of mpa.PutFrame, so tests can send malformed ones: key (16
+// bytes, padded or cut), the flags octet (M 0x80, C 0x40, R 0x20, S 0x10),
+// Rev, the PD_Length field as given, then the private data bytes (which
+// need not agree with pdLength).
+func RawFrame(key string, flags, rev byte, pdLength uint16, pd []byte) []byte {
+	b := make([]byte, 20, 20+len(pd))
+	copy(b[:16], key)
+	b[16], b[17] = flags, rev
+	b[18], b[19] = byte(pdLength>>8), byte(pdLength)
+	return append(b, pd...)
+}
+
+// ErrReplied: the responder answered a frame it should have dropped.
+var ErrReplied = errors.New("datapathtest: the responder sent bytes before closing")
+
+// ExpectDropped connects to addr, writes frame and waits until the
+// responder closes the connection. It returns nil when the connection was
+// closed (FIN or reset) without a single byte coming back, ErrReplied
+// (and the bytes) when something came back, or the read error (a timeout
+// means the responder neither answered nor closed).
+func ExpectDropped(ctx context.Context, addr string, frame []byte, timeout time.Duration) ([]byte, error) {
+	var d net.Dialer
+	c, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(timeout))
+	if _, err := c.Write(frame); err != nil {
+		return nil, err
+	}
+	var got []byte
+	buf := make([]byte, 1024)
+	for {
+		n, err := c.Read(buf)
+		got = append(got, buf[:n]...)
+		if err != nil {
+			var ne net.Error
+			switch {
+			case errors.As(err, &ne) && ne.Timeout():
+				return got, err
+			case len(got) > 0:
+				return got, ErrReplied
+			}
+			return nil, nil // io.EOF or a reset: dropped
+		}
+	}
+}
