@@ -192,6 +192,17 @@ func (qp *QP) Connect(ctx context.Context, addr string, p ConnParams) error {
 	if err := qp.begin(); err != nil {
 		return err
 	}
+	if x := qp.dev.xdp; x != nil {
+		llp, err := x.dial(ctx, addr)
+		if err != nil {
+			qp.mu.Lock()
+			qp.state = QPError
+			qp.flushLocked()
+			qp.mu.Unlock()
+			return &ConnError{"dial", err}
+		}
+		return qp.connect(ctx, llp, p)
+	}
 	var d net.Dialer
 	c, err := d.DialContext(ctx, "tcp", addr)
 	if err != nil {
@@ -312,6 +323,9 @@ func (qp *QP) establish(llp LLP, info ConnInfo, rtr mpa.RTR) error {
 		qp.rxAwaitRTR = info.PeerToPeer
 	}
 	qp.state = QPRTS
+	if il, ok := llp.(inlineLLP); ok {
+		qp.txKick = il.startInline(qp)
+	}
 	qp.wg.Add(1)
 	go qp.runTx()
 	if pl, ok := llp.(PushLLP); ok {
@@ -364,6 +378,7 @@ func (qp *QP) disconnect(deadline time.Time) {
 type Listener struct {
 	dev *Device
 	ln  *net.TCPListener
+	x   *xdpListener // afxdp transport (ln is nil)
 
 	mu     sync.Mutex
 	closed bool
@@ -374,15 +389,24 @@ type Listener struct {
 
 // Listen opens a TCP listener (network "tcp", "tcp4" or "tcp6").
 func (d *Device) Listen(network, addr string) (*Listener, error) {
-	ln, err := net.Listen(network, addr)
-	if err != nil {
-		return nil, err
+	var l *Listener
+	if d.xdp != nil {
+		x, err := d.xdp.listen(network, addr)
+		if err != nil {
+			return nil, err
+		}
+		l = &Listener{dev: d, x: x}
+	} else {
+		ln, err := net.Listen(network, addr)
+		if err != nil {
+			return nil, err
+		}
+		l = &Listener{dev: d, ln: ln.(*net.TCPListener)}
 	}
-	l := &Listener{dev: d, ln: ln.(*net.TCPListener)}
 	d.mu.Lock()
 	if d.closed {
 		d.mu.Unlock()
-		ln.Close()
+		l.closeLLP()
 		return nil, ErrClosed
 	}
 	d.lns[l] = struct{}{}
@@ -391,13 +415,25 @@ func (d *Device) Listen(network, addr string) (*Listener, error) {
 }
 
 // Addr returns the listening address.
-func (l *Listener) Addr() net.Addr { return l.ln.Addr() }
+func (l *Listener) Addr() net.Addr {
+	if l.x != nil {
+		return l.x.addr()
+	}
+	return l.ln.Addr()
+}
 
 // Close stops listening.
 func (l *Listener) Close() error {
 	l.dev.mu.Lock()
 	delete(l.dev.lns, l)
 	l.dev.mu.Unlock()
+	return l.closeLLP()
+}
+
+func (l *Listener) closeLLP() error {
+	if l.x != nil {
+		return l.x.close()
+	}
 	return l.ln.Close()
 }
 
@@ -413,6 +449,23 @@ func (l *Listener) Malformed() int {
 // length) or none within the timeout are closed and skipped.
 func (l *Listener) Accept(ctx context.Context) (*ConnRequest, error) {
 	for {
+		if l.x != nil {
+			llp, err := l.x.accept(ctx)
+			if err != nil {
+				return nil, err
+			}
+			req, err := l.dev.ReadConnRequest(ctx, llp)
+			if err != nil {
+				if ctx.Err() != nil {
+					return nil, ctx.Err()
+				}
+				l.mu.Lock()
+				l.malformed++
+				l.mu.Unlock()
+				continue
+			}
+			return req, nil
+		}
 		stop := context.AfterFunc(ctx, func() { l.ln.SetDeadline(time.Unix(1, 0)) })
 		c, err := l.ln.AcceptTCP()
 		if !stop() && ctx.Err() != nil {

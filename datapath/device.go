@@ -45,6 +45,14 @@ type Config struct {
 	// ConnTimeout bounds each step of connection setup and the linger of
 	// a close (10 s).
 	ConnTimeout time.Duration
+
+	// Transport selects the LLP of Connect and Listen: "kernel" (the
+	// default: kernel TCP sockets, no privileges) or "afxdp" (the
+	// user-space TCP over AF_XDP sockets on XDP.Iface; root or
+	// CAP_NET_ADMIN+CAP_BPF, see xdp.go).
+	Transport string
+	// XDP configures the "afxdp" transport.
+	XDP XDPConfig
 }
 
 func (c *Config) setDefaults() {
@@ -107,6 +115,8 @@ type Device struct {
 	nextQP uint32
 	cqs    map[*CQ]struct{}
 	lns    map[*Listener]struct{}
+
+	xdp *xdpDevice // the afxdp transport, nil over kernel TCP
 }
 
 // Open returns a new device.
@@ -116,7 +126,17 @@ func Open(cfg Config) (*Device, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Device{cfg: cfg, table: t, qps: map[uint32]*QP{}, cqs: map[*CQ]struct{}{}, lns: map[*Listener]struct{}{}}, nil
+	d := &Device{cfg: cfg, table: t, qps: map[uint32]*QP{}, cqs: map[*CQ]struct{}{}, lns: map[*Listener]struct{}{}}
+	switch cfg.Transport {
+	case "", TransportKernel:
+	case TransportAFXDP:
+		if d.xdp, err = openXDP(d, cfg.XDP); err != nil {
+			return nil, err
+		}
+	default:
+		return nil, ErrTransport
+	}
+	return d, nil
 }
 
 // Attributes returns the device attributes.
@@ -171,6 +191,9 @@ func (d *Device) Close() error {
 	}
 	for _, q := range qps {
 		q.Close()
+	}
+	if d.xdp != nil {
+		return d.xdp.close()
 	}
 	return nil
 }

@@ -34,6 +34,17 @@
 // Deframer buffers partial FPDUs). A push-based stack implements PushLLP
 // and gets the receive function instead of a read loop.
 //
+// Transports: Config.Transport "kernel" (the default) runs QPs over kernel
+// TCP sockets as above; "afxdp" runs them over the user-space TCP
+// (tcpstack) on AF_XDP sockets (afxdp) with the XDP steering program
+// (bpf) on Config.XDP.Iface. There one poll loop per queue (poll.go) owns
+// the socket, the stack and every connection: it drives the QPs' receive
+// function with zero-copy views of the received frames and runs their
+// transmit step (txStep) itself, framing into the stack's segment buffers;
+// the QP's tx goroutine only ends the stream (Terminate, close). xdp.go
+// documents the coexistence with the kernel (port reservation, flow map,
+// neighbours and routes over netlink, stale attachments).
+//
 // # Receive path
 //
 // MPA: the Deframer checks the CRC over the received bytes and the markers

@@ -175,6 +175,10 @@ type QP struct {
 	rxExit   chan struct{}
 	wg       sync.WaitGroup
 	closing  atomic.Bool
+	// txKick, when set (an inline LLP, poll.go), asks the LLP's owner
+	// goroutine to run txStep instead of ringing the doorbell; runTx then
+	// only handles the end of the stream.
+	txKick func()
 
 	stats counters
 }
@@ -421,6 +425,15 @@ func (qp *QP) PostRecv(wr *RecvWR) error {
 }
 
 func (qp *QP) ring() {
+	if k := qp.txKick; k != nil {
+		k()
+		return
+	}
+	qp.ringTx()
+}
+
+// ringTx wakes the tx goroutine.
+func (qp *QP) ringTx() {
 	select {
 	case qp.doorbell <- struct{}{}:
 	default:

@@ -55,13 +55,19 @@ func (qp *QP) runTx() {
 				qp.llp.CloseWrite()
 				return
 			}
-			if !qp.txOpen {
+			if !qp.txOpen || qp.txKick != nil {
+				// (With an inline LLP its owner frames and writes.)
 				qp.mu.Unlock()
 				break
 			}
 			qp.txReader.Enter()
 			n := qp.buildLocked()
 			qp.txReader.Exit()
+			if n == 0 {
+				// WRs that put nothing on the wire (Local Invalidate)
+				// are done once built: complete them now.
+				qp.completeSQLocked()
+			}
 			qp.mu.Unlock()
 			if n == 0 {
 				break

@@ -1,0 +1,650 @@
+//go:build linux
+
+package datapath
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/netip"
+	"os"
+	"os/exec"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/cilium/ebpf"
+	"golang.org/x/sys/unix"
+
+	"xrnic/atomics"
+	"xrnic/bpf"
+	"xrnic/datapath/netlinkutil"
+	"xrnic/mem"
+)
+
+// Integration tests of the afxdp transport: two network namespaces joined
+// by a veth pair (198.18.0.1 in A, 198.18.0.2 in B), no static neighbours
+// (the transport resolves them through the kernel). They need root and
+// AF_XDP; they skip otherwise.
+
+const xdpNSPrefix = "xrnicdp-"
+
+var (
+	xdpIPA = netip.MustParseAddr("198.18.0.1")
+	xdpIPB = netip.MustParseAddr("198.18.0.2")
+)
+
+type xdpEnv struct {
+	nsA, nsB   string
+	devA, devB string
+}
+
+func requireXDPRoot(t testing.TB) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: creates network namespaces, attaches XDP and opens AF_XDP sockets (CI runs it as root)")
+	}
+	if _, err := exec.LookPath("ip"); err != nil {
+		t.Skip("needs the ip command (iproute2)")
+	}
+	fd, err := unix.Socket(unix.AF_XDP, unix.SOCK_RAW|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Skipf("no AF_XDP sockets here (CONFIG_XDP_SOCKETS?): %v", err)
+	}
+	unix.Close(fd)
+}
+
+func ipRun(t testing.TB, args ...string) {
+	t.Helper()
+	if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
+		t.Fatalf("ip %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+}
+
+// removeStaleNS deletes namespaces of earlier runs whose process is gone.
+func removeStaleNS() {
+	out, _ := exec.Command("ip", "netns", "list").Output()
+	for _, line := range strings.Split(string(out), "\n") {
+		name, _, _ := strings.Cut(strings.TrimSpace(line), " ")
+		rest, ok := strings.CutPrefix(name, xdpNSPrefix)
+		if !ok {
+			continue
+		}
+		pid, _, _ := strings.Cut(rest, "-")
+		if n, err := strconv.Atoi(pid); err == nil && n != os.Getpid() {
+			if _, err := os.Stat(fmt.Sprintf("/proc/%d", n)); err == nil {
+				continue
+			}
+		}
+		exec.Command("ip", "netns", "del", name).Run()
+	}
+}
+
+var envSeq int
+
+// newXDPEnv makes the namespace pair. mtu 0 keeps 1500. kernelGSO false
+// limits GSO on B's end to one MTU-sized segment (see the package doc of
+// the afxdp transport: a single-buffer AF_XDP socket cannot take the
+// 64 KiB GSO frames a veth peer's kernel TCP sends).
+func newXDPEnv(t testing.TB, mtu int, limitGSO bool) *xdpEnv {
+	t.Helper()
+	requireXDPRoot(t)
+	removeStaleNS()
+	envSeq++
+	e := &xdpEnv{
+		nsA:  fmt.Sprintf("%s%d-%d-a", xdpNSPrefix, os.Getpid(), envSeq),
+		nsB:  fmt.Sprintf("%s%d-%d-b", xdpNSPrefix, os.Getpid(), envSeq),
+		devA: "xdpa", devB: "xdpb",
+	}
+	for _, ns := range []string{e.nsA, e.nsB} {
+		ipRun(t, "netns", "add", ns)
+		t.Cleanup(func() { exec.Command("ip", "netns", "del", ns).Run() })
+	}
+	ipRun(t, "-n", e.nsA, "link", "add", e.devA, "type", "veth", "peer", "name", e.devB, "netns", e.nsB)
+	for _, x := range []struct {
+		ns, dev string
+		ip      netip.Addr
+	}{{e.nsA, e.devA, xdpIPA}, {e.nsB, e.devB, xdpIPB}} {
+		if mtu > 0 {
+			ipRun(t, "-n", x.ns, "link", "set", x.dev, "mtu", strconv.Itoa(mtu))
+		}
+		if limitGSO {
+			ipRun(t, "-n", x.ns, "link", "set", x.dev, "gso_max_size", strconv.Itoa(max(mtu, 1500)), "gso_max_segs", "1")
+		}
+		ipRun(t, "-n", x.ns, "addr", "add", x.ip.String()+"/24", "dev", x.dev)
+		ipRun(t, "-n", x.ns, "link", "set", x.dev, "up")
+		ipRun(t, "-n", x.ns, "link", "set", "lo", "up")
+	}
+	return e
+}
+
+// in runs f on a fresh thread in namespace ns (discarded afterwards).
+func (e *xdpEnv) in(t testing.TB, ns string, f func() error) error {
+	t.Helper()
+	fd, err := unix.Open("/run/netns/"+ns, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	return onThread(fd, f)
+}
+
+func (e *xdpEnv) open(t testing.TB, ns, dev string, transport string) *Device {
+	t.Helper()
+	var d *Device
+	err := e.in(t, ns, func() (err error) {
+		d, err = Open(Config{ConnTimeout: 5 * time.Second, Transport: transport,
+			XDP: XDPConfig{Iface: dev, MinRTO: 20 * time.Millisecond, Spin: testSpin(), Logger: slog.New(slog.DiscardHandler)}})
+		return err
+	})
+	if err != nil {
+		t.Fatalf("open %s device on %s: %v", transport, dev, err)
+	}
+	t.Cleanup(func() { d.Close() })
+	return d
+}
+
+// newQPSide makes a QP with its own CQs and a registered buffer on d.
+func newQPSide(t testing.TB, d *Device, bufLen int) *side {
+	t.Helper()
+	s := &side{dev: d, pd: d.AllocPD()}
+	s.scq, _ = d.CreateCQ(128)
+	s.rcq, _ = d.CreateCQ(128)
+	var err error
+	if s.qp, err = d.CreateQP(QPAttr{PD: s.pd, SendCQ: s.scq, RecvCQ: s.rcq, SQDepth: 128, RQDepth: 64}); err != nil {
+		t.Fatal(err)
+	}
+	s.buf = make([]byte, bufLen)
+	if s.mr, err = d.RegMR(s.buf, mem.MROptions{PD: s.pd, Access: mem.LocalWrite | mem.RemoteRead | mem.RemoteWrite | mem.RemoteAtomic}); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// connectN connects n QP pairs: the client device dials from nsC, the
+// server listens in nsS.
+func (e *xdpEnv) connectN(t testing.TB, cli *Device, nsC string, srv *Device, nsS string, srvIP netip.Addr, n, bufLen int) (cs, ss []*side) {
+	t.Helper()
+	var ln *Listener
+	if err := e.in(t, nsS, func() (err error) {
+		ln, err = srv.Listen("tcp", netip.AddrPortFrom(srvIP, 0).String())
+		return err
+	}); err != nil {
+		t.Fatalf("listen: %v", err)
+	}
+	defer ln.Close()
+	addr := ln.Addr().String()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	for range n {
+		cs = append(cs, newQPSide(t, cli, bufLen))
+		ss = append(ss, newQPSide(t, srv, bufLen))
+	}
+	acc := make(chan error, 1)
+	go func() {
+		for i := range n {
+			req, err := ln.Accept(ctx)
+			if err != nil {
+				acc <- fmt.Errorf("accept %d: %w", i, err)
+				return
+			}
+			if err := req.Accept(ctx, ss[i].qp, ConnParams{}); err != nil {
+				acc <- fmt.Errorf("accept %d: %w", i, err)
+				return
+			}
+		}
+		acc <- nil
+	}()
+	// The server side pairs requests with its QPs in accept order, so
+	// dial one at a time.
+	for i := range n {
+		if err := e.in(t, nsC, func() error { return cs[i].qp.Connect(ctx, addr, ConnParams{}) }); err != nil {
+			t.Fatalf("connect %d to %s: %v", i, addr, err)
+		}
+	}
+	if err := <-acc; err != nil {
+		t.Fatal(err)
+	}
+	return cs, ss
+}
+
+func waitCQ(cq *CQ, n int, timeout time.Duration) ([]Completion, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	out := make([]Completion, 0, n)
+	wc := make([]Completion, 16)
+	for len(out) < n {
+		k := cq.Poll(wc[:min(len(wc), n-len(out))])
+		if k == 0 {
+			if err := cq.Wait(ctx); err != nil {
+				return out, fmt.Errorf("waiting for %d completions, got %d: %+v", n, len(out), out)
+			}
+			continue
+		}
+		out = append(out, wc[:k]...)
+	}
+	for _, c := range out {
+		if c.Status != StatusSuccess {
+			return out, fmt.Errorf("completion %+v", c)
+		}
+	}
+	return out, nil
+}
+
+// xdpExercise runs every operation from c to s with content checks.
+func xdpExercise(c, s *side, seed byte, rounds int) error {
+	const to = 20 * time.Second
+	pat := func(b []byte, k byte) {
+		for i := range b {
+			b[i] = k + byte(i*7) + byte(i>>8)
+		}
+	}
+	for r := range rounds {
+		k := seed + byte(r*31)
+		// Send -> Recv.
+		if err := s.qp.PostRecv(&RecvWR{ID: 1, SGL: []SGE{s.sge(0, 4096)}}); err != nil {
+			return err
+		}
+		pat(c.buf[:3000], k)
+		if err := c.qp.PostSend(&SendWR{ID: 2, Op: OpSend, Flags: FlagSignaled, SGL: []SGE{c.sge(0, 3000)}}); err != nil {
+			return err
+		}
+		if _, err := waitCQ(c.scq, 1, to); err != nil {
+			return fmt.Errorf("send: %w", err)
+		}
+		rc, err := waitCQ(s.rcq, 1, to)
+		if err != nil {
+			return fmt.Errorf("recv: %w", err)
+		}
+		if rc[0].ByteLen != 3000 || !bytes.Equal(s.buf[:3000], c.buf[:3000]) {
+			return fmt.Errorf("send content or length differs (%d)", rc[0].ByteLen)
+		}
+		// Write 200 KiB, then Read it back.
+		const wl = 200 << 10
+		pat(c.buf[64<<10:64<<10+wl], k+1)
+		if err := c.qp.PostSend(&SendWR{ID: 3, Op: OpWrite, SGL: []SGE{c.sge(64<<10, wl)}, RemoteSTag: s.mr.STag(), RemoteTO: s.to(64 << 10)}); err != nil {
+			return err
+		}
+		if err := c.qp.PostSend(&SendWR{ID: 4, Op: OpRead, Flags: FlagSignaled, SGL: []SGE{c.sge(512<<10, wl)}, RemoteSTag: s.mr.STag(), RemoteTO: s.to(64 << 10)}); err != nil {
+			return err
+		}
+		if _, err := waitCQ(c.scq, 1, to); err != nil {
+			return fmt.Errorf("write+read: %w", err)
+		}
+		// (Checked through the Read: s's memory is its loop's until a
+		// completion of its own orders it for this goroutine.)
+		if !bytes.Equal(c.buf[512<<10:512<<10+wl], c.buf[64<<10:64<<10+wl]) {
+			return errors.New("write/read content differs")
+		}
+		// Write with Immediate Data.
+		if err := s.qp.PostRecv(&RecvWR{ID: 5, SGL: []SGE{s.sge(8192, 8)}}); err != nil {
+			return err
+		}
+		pat(c.buf[4096:5096], k+2)
+		if err := c.qp.PostSend(&SendWR{ID: 6, Op: OpWriteImm, Flags: FlagSignaled, SGL: []SGE{c.sge(4096, 1000)}, RemoteSTag: s.mr.STag(), RemoteTO: s.to(300 << 10), Imm: 0xabc0 + uint64(r)}); err != nil {
+			return err
+		}
+		if _, err := waitCQ(c.scq, 1, to); err != nil {
+			return fmt.Errorf("write imm: %w", err)
+		}
+		rc, err = waitCQ(s.rcq, 1, to)
+		if err != nil {
+			return fmt.Errorf("write imm recv: %w", err)
+		}
+		if rc[0].Op != OpRecvWriteImm || rc[0].Imm != 0xabc0+uint64(r) || !bytes.Equal(s.buf[300<<10:300<<10+1000], c.buf[4096:5096]) {
+			return fmt.Errorf("write imm: completion %+v or content differs", rc[0])
+		}
+		// FetchAdd then CmpSwap on a word of s.
+		const w = 1 << 20
+		// The target word is shared with the peer's poll loop: access
+		// it atomically (the race detector cannot see the network).
+		word, err := atomics.Word(s.buf, w)
+		if err != nil {
+			return err
+		}
+		atomic.StoreUint64(word, 100+uint64(r))
+		if err := c.qp.PostSend(&SendWR{ID: 7, Op: OpFetchAdd, Flags: FlagSignaled, SGL: []SGE{c.sge(8, 8)}, RemoteSTag: s.mr.STag(), RemoteTO: s.to(w), CompareAdd: 5}); err != nil {
+			return err
+		}
+		ac, err := waitCQ(c.scq, 1, to)
+		if err != nil {
+			return fmt.Errorf("fetchadd: %w", err)
+		}
+		if ac[0].AtomicOrig != 100+uint64(r) || binary.NativeEndian.Uint64(c.buf[8:]) != 100+uint64(r) {
+			return fmt.Errorf("fetchadd: original %d", ac[0].AtomicOrig)
+		}
+		if err := c.qp.PostSend(&SendWR{ID: 8, Op: OpCmpSwap, Flags: FlagSignaled, SGL: []SGE{c.sge(16, 8)}, RemoteSTag: s.mr.STag(), RemoteTO: s.to(w),
+			CompareAdd: 105 + uint64(r), Swap: 7, CompareMask: ^uint64(0), SwapMask: ^uint64(0)}); err != nil {
+			return err
+		}
+		ac, err = waitCQ(c.scq, 1, to)
+		if err != nil {
+			return fmt.Errorf("cmpswap: %w", err)
+		}
+		if v := atomic.LoadUint64(word); ac[0].AtomicOrig != 105+uint64(r) || v != 7 {
+			return fmt.Errorf("cmpswap: original %d, word %d", ac[0].AtomicOrig, v)
+		}
+	}
+	return nil
+}
+
+// xdpExerciseAll runs exercise on every pair concurrently, in both directions.
+func xdpExerciseAll(t *testing.T, cs, ss []*side, rounds int) {
+	t.Helper()
+	var wg sync.WaitGroup
+	errs := make([]error, 2*len(cs))
+	for i := range cs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[2*i] = xdpExercise(cs[i], ss[i], byte(i), rounds)
+			if errs[2*i] == nil {
+				errs[2*i+1] = xdpExercise(ss[i], cs[i], byte(i+100), rounds)
+			}
+		}()
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Errorf("QP pair %d direction %d: %v", i/2, i%2, err)
+		}
+	}
+}
+
+func TestIntegrationXDPToXDP(t *testing.T) {
+	e := newXDPEnv(t, 0, false)
+	a := e.open(t, e.nsA, e.devA, TransportAFXDP)
+	b := e.open(t, e.nsB, e.devB, TransportAFXDP)
+	info, _ := a.XDPInfo()
+	t.Logf("A: %+v", info)
+	cs, ss := e.connectN(t, b, e.nsB, a, e.nsA, xdpIPA, 8, 2<<20)
+	xdpExerciseAll(t, cs, ss, 3)
+	ctr, _ := a.XDPCounters()
+	if ctr.Redirected == 0 || ctr.Passed == 0 {
+		t.Errorf("A's counters %+v: want redirected iWARP frames and passed ARP", ctr)
+	}
+	for i := range cs {
+		cs[i].qp.Close()
+		ss[i].qp.Close()
+	}
+}
+
+func TestIntegrationXDPToKernel(t *testing.T) {
+	e := newXDPEnv(t, 0, true)
+	a := e.open(t, e.nsA, e.devA, TransportAFXDP)
+	b := e.open(t, e.nsB, e.devB, TransportKernel)
+	t.Run("afxdp-dials-kernel", func(t *testing.T) {
+		cs, ss := e.connectN(t, a, e.nsA, b, e.nsB, xdpIPB, 4, 2<<20)
+		xdpExerciseAll(t, cs, ss, 2)
+	})
+	t.Run("kernel-dials-afxdp", func(t *testing.T) {
+		cs, ss := e.connectN(t, b, e.nsB, a, e.nsA, xdpIPA, 4, 2<<20)
+		xdpExerciseAll(t, cs, ss, 2)
+	})
+}
+
+// kernelEcho runs a kernel TCP echo across the pair (A listens) while the
+// caller's iWARP traffic runs on the same interface.
+func kernelEcho(t *testing.T, e *xdpEnv, size int) error {
+	var ln net.Listener
+	if err := e.in(t, e.nsA, func() (err error) {
+		ln, err = net.Listen("tcp", netip.AddrPortFrom(xdpIPA, 0).String())
+		return err
+	}); err != nil {
+		return err
+	}
+	defer ln.Close()
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		io.Copy(c, c)
+	}()
+	msg := make([]byte, size)
+	for i := range msg {
+		msg[i] = byte(i * 13)
+	}
+	return e.in(t, e.nsB, func() error {
+		c, err := net.DialTimeout("tcp", ln.Addr().String(), 5*time.Second)
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		c.SetDeadline(time.Now().Add(20 * time.Second))
+		go c.Write(msg)
+		back := make([]byte, len(msg))
+		if _, err := io.ReadFull(c, back); err != nil {
+			return err
+		}
+		if !bytes.Equal(back, msg) {
+			return errors.New("kernel TCP echo differs")
+		}
+		return nil
+	})
+}
+
+func TestIntegrationXDPKernelTCPCoexists(t *testing.T) {
+	e := newXDPEnv(t, 0, false)
+	a := e.open(t, e.nsA, e.devA, TransportAFXDP)
+	b := e.open(t, e.nsB, e.devB, TransportAFXDP)
+	cs, ss := e.connectN(t, b, e.nsB, a, e.nsA, xdpIPA, 4, 2<<20)
+	done := make(chan error, 1)
+	go func() {
+		var err error
+		for range 3 {
+			if err = kernelEcho(t, e, 4<<20); err != nil {
+				break
+			}
+		}
+		done <- err
+	}()
+	xdpExerciseAll(t, cs, ss, 4)
+	if err := <-done; err != nil {
+		t.Fatalf("kernel TCP on the same interface while iWARP traffic ran: %v", err)
+	}
+}
+
+func TestIntegrationXDPFaultDrop(t *testing.T) {
+	e := newXDPEnv(t, 0, false)
+	a := e.open(t, e.nsA, e.devA, TransportAFXDP)
+	b := e.open(t, e.nsB, e.devB, TransportAFXDP)
+	cs, ss := e.connectN(t, b, e.nsB, a, e.nsA, xdpIPA, 4, 2<<20)
+	for _, d := range []*Device{a, b} {
+		if err := d.SetXDPFault(bpf.Fault{DropPPM: 10_000}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	xdpExerciseAll(t, cs, ss, 3)
+	ca, _ := a.XDPCounters()
+	cb, _ := b.XDPCounters()
+	if ca.FaultDropped+cb.FaultDropped == 0 {
+		t.Errorf("no frame was dropped: A %+v B %+v", ca, cb)
+	}
+	t.Logf("dropped A %d of %d, B %d of %d", ca.FaultDropped, ca.Total(), cb.FaultDropped, cb.Total())
+}
+
+// xdpObjects returns the ids of the device's program and maps.
+func xdpObjects(t *testing.T, d *Device) (ebpf.ProgramID, []ebpf.MapID) {
+	info, err := d.xdp.prog.Prog().Info()
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, _ := info.ID()
+	maps, _ := info.MapIDs()
+	return id, maps
+}
+
+func waitGone(t *testing.T, prog ebpf.ProgramID, maps []ebpf.MapID) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		left := []string{}
+		if p, err := ebpf.NewProgramFromID(prog); err == nil {
+			p.Close()
+			left = append(left, fmt.Sprintf("program %d", prog))
+		}
+		for _, id := range maps {
+			if m, err := ebpf.NewMapFromID(id); err == nil {
+				m.Close()
+				left = append(left, fmt.Sprintf("map %d", id))
+			}
+		}
+		if len(left) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("still in the kernel after Close: %v", left)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func linkXDP(t *testing.T, e *xdpEnv, ns, dev string) netlinkutil.XDP {
+	var x netlinkutil.XDP
+	if err := e.in(t, ns, func() error {
+		ifi, err := net.InterfaceByName(dev)
+		if err != nil {
+			return err
+		}
+		nl, err := netlinkutil.Open()
+		if err != nil {
+			return err
+		}
+		defer nl.Close()
+		x, err = nl.LinkXDP(ifi.Index)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return x
+}
+
+// TestIntegrationXDPCleanup: Close with connections open leaves no XDP
+// program, map or namespace behind; a stale attachment of ours is
+// replaced at Open.
+func TestIntegrationXDPCleanup(t *testing.T) {
+	e := newXDPEnv(t, 0, false)
+	// A stale attachment, as a crashed run that attached through netlink
+	// leaves it: the program stays attached after its loader is gone.
+	if err := e.in(t, e.nsA, func() error {
+		p, err := bpf.Load(bpf.Options{})
+		if err != nil {
+			return err
+		}
+		defer p.Close()
+		ifi, err := net.InterfaceByName(e.devA)
+		if err != nil {
+			return err
+		}
+		nl, err := netlinkutil.Open()
+		if err != nil {
+			return err
+		}
+		defer nl.Close()
+		return nl.SetXDP(ifi.Index, p.Prog().FD(), unix.XDP_FLAGS_SKB_MODE)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if x := linkXDP(t, e, e.nsA, e.devA); len(x.ProgIDs()) != 1 {
+		t.Fatalf("stale attachment not in place: %+v", x)
+	}
+	a := e.open(t, e.nsA, e.devA, TransportAFXDP)
+	b := e.open(t, e.nsB, e.devB, TransportAFXDP)
+	info, _ := a.XDPInfo()
+	if info.Replaced == "" {
+		t.Errorf("the stale attachment was not reported replaced: %+v", info)
+	}
+	cs, ss := e.connectN(t, b, e.nsB, a, e.nsA, xdpIPA, 2, 2<<20)
+	xdpExerciseAll(t, cs, ss, 1)
+	pa, ma := xdpObjects(t, a)
+	pb, mb := xdpObjects(t, b)
+	// Close with the connections still open.
+	a.Close()
+	b.Close()
+	waitGone(t, pa, ma)
+	waitGone(t, pb, mb)
+	for _, x := range []struct{ ns, dev string }{{e.nsA, e.devA}, {e.nsB, e.devB}} {
+		if st := linkXDP(t, e, x.ns, x.dev); len(st.ProgIDs()) != 0 {
+			t.Errorf("%s: XDP still attached after Close: %+v", x.dev, st)
+		}
+	}
+	for _, ns := range []string{e.nsA, e.nsB} {
+		ipRun(t, "netns", "del", ns)
+	}
+	out, _ := exec.Command("ip", "netns", "list").Output()
+	if strings.Contains(string(out), fmt.Sprintf("%s%d-%d-", xdpNSPrefix, os.Getpid(), envSeq)) {
+		t.Errorf("namespaces left: %s", out)
+	}
+}
+
+// TestIntegrationXDPNeighbour: the kernel resolves a neighbour on request.
+func TestIntegrationXDPNeighbour(t *testing.T) {
+	e := newXDPEnv(t, 0, false)
+	if err := e.in(t, e.nsA, func() error {
+		ifi, err := net.InterfaceByName(e.devA)
+		if err != nil {
+			return err
+		}
+		nl, err := netlinkutil.Open()
+		if err != nil {
+			return err
+		}
+		defer nl.Close()
+		if _, err := nl.Neighbour(ifi.Index, xdpIPB.As4()); !errors.Is(err, netlinkutil.ErrNotFound) {
+			return fmt.Errorf("neighbour before: %v", err)
+		}
+		rt, err := nl.RouteGet(xdpIPB.As4())
+		if err != nil || rt.Ifindex != ifi.Index || rt.Src != xdpIPA.As4() {
+			return fmt.Errorf("route %+v: %v", rt, err)
+		}
+		if err := nl.Solicit(ifi.Index, xdpIPB.As4()); err != nil {
+			return err
+		}
+		for range 200 {
+			n, err := nl.Neighbour(ifi.Index, xdpIPB.As4())
+			if err == nil && n.Usable() {
+				peer, _ := e.macOf(e.nsB, e.devB)
+				if !bytes.Equal(n.MAC[:], peer) {
+					return fmt.Errorf("resolved %x, peer has %x", n.MAC, peer)
+				}
+				return nil
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		return errors.New("not resolved within 1s")
+	}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (e *xdpEnv) macOf(ns, dev string) (net.HardwareAddr, error) {
+	out, err := exec.Command("ip", "-n", ns, "-br", "link", "show", dev).Output()
+	if err != nil {
+		return nil, err
+	}
+	f := strings.Fields(string(out))
+	if len(f) < 3 {
+		return nil, errors.New("ip link: " + string(out))
+	}
+	return net.ParseMAC(f[2])
+}
+
+var _ = runtime.NumCPU
+
+// testSpin reads XRNIC_SPIN (a duration) for experiments with the poll
+// loop's busy-poll time.
+func testSpin() time.Duration {
+	d, _ := time.ParseDuration(os.Getenv("XRNIC_SPIN"))
+	return d
+}
