@@ -1,0 +1,134 @@
+package verbs
+
+import (
+	"context"
+	"net"
+	"time"
+)
+
+// ConnParam are one side's connection parameters (rdma_conn_param), for
+// Dial and ConnRequest.Accept. The zero value takes the defaults.
+type ConnParam struct {
+	// PrivateData goes in the MPA Request or Reply (at most 512 bytes,
+	// 508 with MPA revision 2).
+	PrivateData []byte
+	// IRD (responder_resources) and ORD (initiator_depth) are the inbound
+	// and outbound Read+Atomic depths to negotiate; 0 takes the QP's
+	// MaxIRD/MaxORD, a negative value asks for 0.
+	IRD, ORD int
+	// MPARev is the MPA revision Dial sends: 2 (RFC 6581, default) or 1
+	// (RFC 5044). A responder answers in kind.
+	MPARev uint8
+	// PeerToPeer asks (Dial) for RFC 6581 peer-to-peer mode, in which the
+	// initiator sends the first FPDU (the RTR).
+	PeerToPeer bool
+	// NoCRC asks not to use MPA CRCs; they are off only if both sides ask.
+	NoCRC bool
+	// Markers asks the peer to insert MPA markers.
+	Markers bool
+	// RequiredORD (Accept) is the smallest ORD this responder needs; an
+	// initiator whose IRD is lower is refused (RFC 6581 §9.1).
+	RequiredORD int
+	// Timeout bounds each setup step (default: DeviceConfig.ConnTimeout).
+	Timeout time.Duration
+}
+
+// ConnInfo is the outcome of connection setup.
+type ConnInfo struct {
+	Initiator bool
+	MPARev    uint8
+	CRC       bool
+	MarkersTx bool // we insert markers (the peer asked)
+	MarkersRx bool // the peer inserts markers (we asked)
+	IRD, ORD  int  // negotiated inbound and outbound Read+Atomic depths
+	// PeerToPeer: RFC 6581 peer-to-peer mode is on.
+	PeerToPeer bool
+	// MULPDU is the largest DDP segment payload per FPDU.
+	MULPDU int
+	// PeerPrivateData is the peer's private data (rdma_cm event's
+	// private_data).
+	PeerPrivateData []byte
+	// PeerIRD and PeerORD are the raw values of the peer's RFC 6581 word
+	// (HasPeerIRDORD), which RFC 6581 §9.1 asks to hand to the ULP.
+	PeerIRD, PeerORD int
+	HasPeerIRDORD    bool
+}
+
+// ConnRequestInfo describes an incoming connection request.
+type ConnRequestInfo struct {
+	MPARev      uint8
+	PrivateData []byte // the initiator's private data
+	PeerCRC     bool   // the initiator asked for CRCs
+	PeerMarkers bool   // the initiator asked for markers
+	// PeerIRD and PeerORD are the initiator's RFC 6581 IRD/ORD
+	// (HasPeerIRDORD).
+	PeerIRD, PeerORD int
+	HasPeerIRDORD    bool
+	PeerToPeer       bool
+}
+
+// Listener accepts connection requests (rdma_listen).
+type Listener struct {
+	dev *Device
+	l   listenerImpl
+}
+
+// Listen listens for MPA connections on a TCP address (network "tcp",
+// "tcp4" or "tcp6"; addr as for net.Listen).
+func (d *Device) Listen(network, addr string) (*Listener, error) {
+	l, err := d.p.listen(network, addr)
+	if err != nil {
+		return nil, err
+	}
+	return &Listener{dev: d, l: l}, nil
+}
+
+// Accept waits for the next valid connection request (rdma_get_request):
+// answer it with ConnRequest.Accept or Reject.
+func (l *Listener) Accept(ctx context.Context) (*ConnRequest, error) {
+	r, info, err := l.l.accept(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &ConnRequest{ConnRequestInfo: info, dev: l.dev, r: r}, nil
+}
+
+// Addr returns the listening address.
+func (l *Listener) Addr() net.Addr { return l.l.addr() }
+
+// Close stops listening (rdma_destroy_id of the listening id).
+func (l *Listener) Close() error { return l.l.close() }
+
+// ConnRequest is a received connection request waiting for Accept or
+// Reject (RDMA_CM_EVENT_CONNECT_REQUEST).
+type ConnRequest struct {
+	ConnRequestInfo
+	dev *Device
+	r   connReqImpl
+}
+
+// Accept accepts the request on qp, which must be in QPInit and belong to
+// the listener's device (rdma_accept). p.PrivateData goes back in the
+// Reply.
+func (r *ConnRequest) Accept(ctx context.Context, qp *QP, p ConnParam) error {
+	if qp.pd.dev != r.dev {
+		return ErrWrongDevice
+	}
+	return r.r.accept(ctx, qp.q, &p)
+}
+
+// Reject refuses the request, sending privateData to the initiator
+// (rdma_reject), and closes the connection.
+func (r *ConnRequest) Reject(privateData []byte) error { return r.r.reject(privateData) }
+
+// Close drops a request that was neither accepted nor rejected.
+func (r *ConnRequest) Close() error { return r.r.close() }
+
+// RejectedError is Dial's error when the peer rejected the request
+// (RDMA_CM_EVENT_REJECTED); errors.Is(err, ErrRejected) matches it.
+type RejectedError struct {
+	PrivateData []byte // the responder's private data
+}
+
+func (e *RejectedError) Error() string   { return ErrRejected.Error() }
+func (e *RejectedError) Is(t error) bool { return t == ErrRejected }

@@ -1,0 +1,94 @@
+package verbs
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+)
+
+// CQ is a completion queue (ibv_cq). Every posted work request reserves
+// one entry until its completion is polled, so completions are never lost:
+// posting fails with ErrCQFull instead. Its depth must cover the SQ and RQ
+// depths of the queues attached to it.
+type CQ struct {
+	dev *Device
+	c   cqImpl
+
+	pollMu sync.Mutex // serializes pollers (the provider's scratch space)
+	// kept holds completions a synchronous helper (QP.Exec) polled on
+	// behalf of other work requests; Poll returns them first.
+	kept  []Completion
+	nkept atomic.Int32
+	// execMu serializes the synchronous helpers of all QPs on this CQ.
+	execMu sync.Mutex
+}
+
+// CreateCQ creates a CQ with room for depth completions (ibv_create_cq).
+func (d *Device) CreateCQ(depth int) (*CQ, error) {
+	c, err := d.p.createCQ(depth)
+	if err != nil {
+		return nil, err
+	}
+	return &CQ{dev: d, c: c}, nil
+}
+
+// Poll moves up to len(wc) completions into wc and returns how many
+// (ibv_poll_cq). It never blocks and never allocates; several goroutines
+// may poll one CQ.
+func (cq *CQ) Poll(wc []Completion) int {
+	cq.pollMu.Lock()
+	n := 0
+	if cq.nkept.Load() > 0 {
+		n = copy(wc, cq.kept)
+		cq.kept = cq.kept[:copy(cq.kept, cq.kept[n:])]
+		cq.nkept.Store(int32(len(cq.kept)))
+	}
+	for n < len(wc) {
+		k := cq.c.poll(wc[n:])
+		if k == 0 {
+			break
+		}
+		// Drop the completions of synchronous helpers whose context
+		// ended before they completed.
+		j := n
+		for i := n; i < n+k; i++ {
+			if wc[i].ID != ExecWRID {
+				wc[j] = wc[i]
+				j++
+			}
+		}
+		n = j
+	}
+	cq.pollMu.Unlock()
+	return n
+}
+
+// Wait blocks until at least one completion can be polled or ctx ends (the
+// blocking half of the ibv_get_cq_event loop, without arming). Meant for
+// one waiting goroutine per CQ; it does not allocate.
+func (cq *CQ) Wait(ctx context.Context) error {
+	if cq.nkept.Load() > 0 {
+		return nil
+	}
+	return cq.c.wait(ctx)
+}
+
+// Notify arms the notification channel for the next completion, or with
+// solicitedOnly for the next receive completion carrying the Solicited
+// Event flag or any error (ibv_req_notify_cq). One value is then sent on
+// Events; re-arm after each.
+func (cq *CQ) Notify(solicitedOnly bool) { cq.c.arm(solicitedOnly) }
+
+// Events returns the notification channel armed by Notify (the completion
+// channel of ibv_get_cq_event). It has capacity 1 and is never closed.
+func (cq *CQ) Events() <-chan struct{} { return cq.c.events() }
+
+// Len returns the number of completions waiting to be polled.
+func (cq *CQ) Len() int { return cq.c.len() + int(cq.nkept.Load()) }
+
+// Depth returns the CQ's capacity.
+func (cq *CQ) Depth() int { return cq.c.cap() }
+
+// Close destroys the CQ (ibv_destroy_cq); QPs using it must be closed
+// first.
+func (cq *CQ) Close() error { return cq.c.close() }

@@ -1,0 +1,261 @@
+package verbs
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+)
+
+// Errors. Posting errors are sentinels (no formatting on the hot path).
+var (
+	ErrClosed        = errors.New("verbs: closed")
+	ErrNotSupported  = errors.New("verbs: not supported")
+	ErrBadAttr       = errors.New("verbs: attribute out of the device limits (see Device.Attributes)")
+	ErrTooManyQPs    = errors.New("verbs: too many QPs (raise DeviceConfig.MaxQPs)")
+	ErrCQOverflow    = errors.New("verbs: CQ too small for the queues attached to it (its depth must cover their SQ/RQ depths)")
+	ErrCQBusy        = errors.New("verbs: CQ still has QPs attached (close them first)")
+	ErrPDBusy        = errors.New("verbs: PD still has memory regions (deregister them first)")
+	ErrQueueFull     = errors.New("verbs: work queue full (poll the CQ)")
+	ErrCQFull        = errors.New("verbs: CQ has no room for another outstanding work request (poll it)")
+	ErrInvalidWR     = errors.New("verbs: invalid work request (opcode, flags, SGE count or atomic buffer)")
+	ErrTooLong       = errors.New("verbs: message longer than the device maximum")
+	ErrState         = errors.New("verbs: QP is not in a state that allows this")
+	ErrWrongDevice   = errors.New("verbs: object belongs to another device or PD")
+	ErrNotConnected  = errors.New("verbs: QP not connected")
+	ErrAlreadyInUse  = errors.New("verbs: QP already connected or connecting")
+	ErrNoAtomics     = errors.New("verbs: peer does not support RFC 7306 atomics")
+	ErrRejected      = errors.New("verbs: connection rejected by the peer")
+	ErrAccessLocalWr = errors.New("verbs: remote write and remote atomic access require AccessLocalWrite (as in ibv_reg_mr)")
+)
+
+// DeviceConfig configures Open. Zero fields take the defaults shown.
+type DeviceConfig struct {
+	// Transport is the lower layer: "kernel" (default: kernel TCP sockets,
+	// no privileges needed). "afxdp" (the user-space TCP over AF_XDP) is
+	// reserved and not available yet.
+	Transport string
+
+	MaxQPs     int    // 1024
+	MaxWR      int    // per queue, 4096
+	MaxSGE     int    // per WR, 16
+	MaxCQE     int    // per CQ, 65536
+	MaxMR      int    // 65536
+	MaxORD     int    // outbound Reads+Atomics per QP, 128
+	MaxIRD     int    // inbound Reads+Atomics per QP, 128
+	MaxMsgSize uint32 // 1 GiB
+
+	// ConnTimeout bounds each step of connection setup and the linger of
+	// a close (10 s).
+	ConnTimeout time.Duration
+}
+
+// Attributes describe a device (ibv_device_attr plus the iWARP specifics).
+type Attributes struct {
+	Transport string // "iWARP"
+	LLP       string // the DeviceConfig.Transport in use: "kernel"
+	MPARev    uint8  // MPA revision Dial uses by default (2: RFC 6581)
+	CRC       bool   // MPA CRC on by default (RFC 5044 §4.4)
+	Markers   bool   // MPA markers can be generated and accepted
+
+	MaxQPs     int
+	MaxWR      int // per queue (max_qp_wr)
+	MaxSGE     int // per WR (max_sge)
+	MaxCQE     int // per CQ (max_cqe)
+	MaxMR      int // (max_mr)
+	MaxORD     int // per QP (max_qp_init_rd_atom)
+	MaxIRD     int // per QP (max_qp_rd_atom)
+	MaxMsgSize uint32
+
+	// AtomicCap is the atomicity scope of RFC 7306 atomics on this device's
+	// memory (atomic_cap). AtomicGlob: also atomic against CPU threads that
+	// use sync/atomic on the same word; never against plain loads and
+	// stores or RDMA Write/Read placement (see package xrnic/atomics).
+	AtomicCap AtomicCap
+	// MaskedAtomics: FetchAdd with an Add Mask and CmpSwap with Compare and
+	// Swap Masks are supported (RFC 7306).
+	MaskedAtomics bool
+	// ImmediateData: RFC 7306 Immediate Data and Write with Immediate.
+	ImmediateData bool
+}
+
+// Device is an RNIC (ibv_context). Open one with Open; Close destroys
+// everything created from it.
+type Device struct {
+	p     provider
+	attrs Attributes
+	mu    sync.Mutex
+	done  bool
+}
+
+// Open opens a device (ibv_open_device).
+func Open(cfg DeviceConfig) (*Device, error) {
+	var p provider
+	var err error
+	switch cfg.Transport {
+	case "", "kernel":
+		p, err = openKernel(cfg)
+	case "afxdp":
+		return nil, fmt.Errorf("verbs: transport %q is not available yet (use \"kernel\"): %w", cfg.Transport, ErrNotSupported)
+	default:
+		return nil, fmt.Errorf("verbs: unknown transport %q (want \"kernel\" or \"afxdp\"): %w", cfg.Transport, ErrNotSupported)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &Device{p: p, attrs: p.attributes()}, nil
+}
+
+// Attributes returns the device attributes (ibv_query_device).
+func (d *Device) Attributes() Attributes { return d.attrs }
+
+// Close destroys every QP, listener and CQ of the device; outstanding work
+// requests complete flushed. Memory regions allocated with AllocMR are
+// not unmapped: deregister them.
+func (d *Device) Close() error {
+	d.mu.Lock()
+	if d.done {
+		d.mu.Unlock()
+		return nil
+	}
+	d.done = true
+	d.mu.Unlock()
+	return d.p.close()
+}
+
+// AllocPD allocates a protection domain (ibv_alloc_pd).
+func (d *Device) AllocPD() (*PD, error) {
+	id, err := d.p.allocPD()
+	if err != nil {
+		return nil, err
+	}
+	return &PD{dev: d, id: id}, nil
+}
+
+// PD is a protection domain: memory regions and QPs of one PD may be used
+// together; an STag of another PD is refused.
+type PD struct {
+	dev *Device
+	id  uint32
+}
+
+// Device returns the PD's device.
+func (pd *PD) Device() *Device { return pd.dev }
+
+// Dealloc frees the PD (ibv_dealloc_pd); its memory regions must have been
+// deregistered.
+func (pd *PD) Dealloc() error { return pd.dev.p.deallocPD(pd.id) }
+
+// AllocOptions select how AllocMR backs its memory.
+type AllocOptions struct {
+	PageSize PageSize
+	// NoFallback makes AllocMR fail (naming the fix) rather than fall back
+	// to smaller pages.
+	NoFallback bool
+	// Prefault populates every page at allocation so the first messages
+	// do not fault.
+	Prefault bool
+}
+
+// AllocMR allocates size bytes of device memory (hugepage-backed when the
+// system allows; see Backing and Warning) and registers them with the given
+// access rights. The MR owns the memory: Dereg unmaps it, so no reference
+// into MR.Bytes may be used afterwards.
+func (pd *PD) AllocMR(size int, access Access, o AllocOptions) (*MR, error) {
+	if err := checkAccess(access); err != nil {
+		return nil, err
+	}
+	m, err := pd.dev.p.allocMR(pd.id, size, access, o)
+	if err != nil {
+		return nil, err
+	}
+	return newMR(pd, m, access), nil
+}
+
+// RegMR registers memory the caller owns (ibv_reg_mr). Lifetime rule: the
+// RNIC reads and writes buf asynchronously, on the peer's behalf too, until
+// Dereg returns; keep buf referenced (Go slices do not move, but the GC
+// frees memory nobody references) and do not reuse it for anything else
+// until then. Memory obtained elsewhere (mmap) must stay mapped as long.
+func (pd *PD) RegMR(buf []byte, access Access) (*MR, error) {
+	if err := checkAccess(access); err != nil {
+		return nil, err
+	}
+	m, err := pd.dev.p.regMR(pd.id, buf, access)
+	if err != nil {
+		return nil, err
+	}
+	return newMR(pd, m, access), nil
+}
+
+func checkAccess(a Access) error {
+	if a&(AccessRemoteWrite|AccessRemoteAtomic) != 0 && a&AccessLocalWrite == 0 {
+		return ErrAccessLocalWr
+	}
+	return nil
+}
+
+// MR is a registered memory region (ibv_mr). iWARP names it with one STag,
+// used both as the local key of SGEs (lkey) and as the remote key the peer
+// puts in RDMA Read/Write/Atomic requests (rkey).
+type MR struct {
+	pd     *PD
+	m      mrImpl
+	buf    []byte
+	stag   uint32
+	baseTO uint64
+	access Access
+}
+
+func newMR(pd *PD, m mrImpl, a Access) *MR {
+	return &MR{pd: pd, m: m, buf: m.bytes(), stag: m.stag(), baseTO: m.baseTO(), access: a}
+}
+
+// STag returns the steering tag (lkey and rkey).
+func (mr *MR) STag() uint32 { return mr.stag }
+
+// LKey returns the STag, by its libibverbs name for local use.
+func (mr *MR) LKey() uint32 { return mr.stag }
+
+// RKey returns the STag, by its libibverbs name for remote use.
+func (mr *MR) RKey() uint32 { return mr.stag }
+
+// Bytes returns the registered memory.
+func (mr *MR) Bytes() []byte { return mr.buf }
+
+// Len returns the registered length.
+func (mr *MR) Len() int { return len(mr.buf) }
+
+// BaseTO returns the tagged offset of the first byte: its address, or 0
+// with AccessZeroBased.
+func (mr *MR) BaseTO() uint64 { return mr.baseTO }
+
+// TO returns the tagged offset of byte off, the remote address a peer
+// uses.
+func (mr *MR) TO(off int) uint64 { return mr.baseTO + uint64(off) }
+
+// SGE returns a scatter/gather element for n bytes at byte off.
+func (mr *MR) SGE(off, n int) SGE {
+	return SGE{Addr: mr.baseTO + uint64(off), Length: uint32(n), LKey: mr.stag}
+}
+
+// Access returns the access rights.
+func (mr *MR) Access() Access { return mr.access }
+
+// PD returns the MR's protection domain.
+func (mr *MR) PD() *PD { return mr.pd }
+
+// Backing tells what memory backs the MR (BackingUser for RegMR).
+func (mr *MR) Backing() Backing { return mr.m.backing() }
+
+// Warning is empty when AllocMR got the page size it asked for; otherwise
+// it says why it fell back and what fixes it.
+func (mr *MR) Warning() string { return mr.m.warning() }
+
+// Valid reports whether the STag is usable (not invalidated nor
+// deregistered).
+func (mr *MR) Valid() bool { return mr.m.valid() }
+
+// Dereg deregisters the MR (ibv_dereg_mr). When it returns the RNIC no
+// longer touches the memory; memory from AllocMR is unmapped.
+func (mr *MR) Dereg() error { return mr.m.dereg() }

@@ -1,0 +1,225 @@
+package verbs
+
+import (
+	"context"
+	"sync"
+)
+
+// QPAttr are the creation attributes of a QP (ibv_qp_init_attr plus the
+// iWARP ORD/IRD limits).
+type QPAttr struct {
+	SendCQ, RecvCQ *CQ
+	SQDepth        int // send WRs outstanding at most (max_send_wr)
+	RQDepth        int // receive WRs outstanding at most (max_recv_wr)
+	MaxSGE         int // SGEs per WR (max_send_sge, max_recv_sge); default 4
+	// SigAll completes every send WR (sq_sig_all); otherwise only those
+	// with FlagSignaled, and every error (selective signalling).
+	SigAll bool
+	// MaxORD and MaxIRD bound the outbound and inbound RDMA Reads and
+	// Atomics the QP will negotiate (default and upper limit: the
+	// device's).
+	MaxORD, MaxIRD int
+}
+
+// QP is an iWARP queue pair (ibv_qp + rdma_cm_id): one RDMAP stream over
+// one connection. Post methods may be called from several goroutines.
+type QP struct {
+	pd       *PD
+	q        qpImpl
+	scq, rcq *CQ
+	num      uint32
+
+	smu  sync.Mutex // send post: wr and sgl are the copy handed down
+	swr  SendWR
+	ssge []SGE
+	rmu  sync.Mutex
+	rwr  RecvWR
+	rsge []SGE
+}
+
+// CreateQP creates a QP in QPInit (ibv_create_qp). Receives may be posted
+// before it is connected.
+func (pd *PD) CreateQP(a QPAttr) (*QP, error) {
+	if a.SendCQ == nil || a.RecvCQ == nil {
+		return nil, ErrBadAttr
+	}
+	if a.SendCQ.dev != pd.dev || a.RecvCQ.dev != pd.dev {
+		return nil, ErrWrongDevice
+	}
+	if a.MaxSGE <= 0 {
+		a.MaxSGE = 4
+	}
+	if a.MaxSGE > pd.dev.attrs.MaxSGE {
+		return nil, ErrBadAttr
+	}
+	q, err := pd.dev.p.createQP(pd.id, &a)
+	if err != nil {
+		return nil, err
+	}
+	return &QP{pd: pd, q: q, scq: a.SendCQ, rcq: a.RecvCQ, num: q.num(),
+		ssge: make([]SGE, a.MaxSGE), rsge: make([]SGE, a.MaxSGE)}, nil
+}
+
+// Num returns the QP number (qp_num).
+func (qp *QP) Num() uint32 { return qp.num }
+
+// PD returns the QP's protection domain.
+func (qp *QP) PD() *PD { return qp.pd }
+
+// SendCQ and RecvCQ return the QP's CQs.
+func (qp *QP) SendCQ() *CQ { return qp.scq }
+
+// RecvCQ returns the receive CQ.
+func (qp *QP) RecvCQ() *CQ { return qp.rcq }
+
+// State returns the QP state.
+func (qp *QP) State() QPState { return qp.q.state() }
+
+// Err returns the iWARP error (a *term.Error) that moved the QP to error,
+// or nil.
+func (qp *QP) Err() error { return qp.q.err() }
+
+// ConnInfo returns the negotiated connection parameters (valid once
+// connected).
+func (qp *QP) ConnInfo() ConnInfo { return qp.q.connInfo() }
+
+// PostSend posts a send work request (ibv_post_send). It copies wr and its
+// SGL, returns at once and never allocates; the WR completes on the send
+// CQ. ErrQueueFull and ErrCQFull mean: poll first. Unlike ibv_post_send it
+// takes one WR (no chains); post in a loop.
+func (qp *QP) PostSend(wr *SendWR) error {
+	if len(wr.SGL) > len(qp.ssge) {
+		return ErrInvalidWR
+	}
+	qp.smu.Lock()
+	w := &qp.swr
+	*w = SendWR{ID: wr.ID, Op: wr.Op, Flags: wr.Flags, Imm: wr.Imm, InvalidateSTag: wr.InvalidateSTag,
+		RemoteSTag: wr.RemoteSTag, RemoteTO: wr.RemoteTO, CompareAdd: wr.CompareAdd, Swap: wr.Swap,
+		AddMask: wr.AddMask, CompareMask: wr.CompareMask, SwapMask: wr.SwapMask}
+	w.SGL = qp.ssge[:copy(qp.ssge, wr.SGL)]
+	err := qp.q.postSend(w)
+	qp.smu.Unlock()
+	return err
+}
+
+// PostRecv posts a receive work request (ibv_post_recv). It copies wr and
+// never allocates.
+func (qp *QP) PostRecv(wr *RecvWR) error {
+	if len(wr.SGL) > len(qp.rsge) {
+		return ErrInvalidWR
+	}
+	qp.rmu.Lock()
+	qp.rwr.ID = wr.ID
+	qp.rwr.SGL = qp.rsge[:copy(qp.rsge, wr.SGL)]
+	err := qp.q.postRecv(&qp.rwr)
+	qp.rmu.Unlock()
+	return err
+}
+
+// post1 posts a WR with at most one SGE built in place.
+func (qp *QP) post1(w SendWR, local *SGE) error {
+	qp.smu.Lock()
+	qp.swr = w
+	if local != nil {
+		qp.ssge[0] = *local
+		qp.swr.SGL = qp.ssge[:1]
+	}
+	err := qp.q.postSend(&qp.swr)
+	qp.smu.Unlock()
+	return err
+}
+
+// PostRecvBuf posts a receive of one buffer.
+func (qp *QP) PostRecvBuf(id uint64, buf SGE) error {
+	qp.rmu.Lock()
+	qp.rsge[0] = buf
+	qp.rwr = RecvWR{ID: id, SGL: qp.rsge[:1]}
+	err := qp.q.postRecv(&qp.rwr)
+	qp.rmu.Unlock()
+	return err
+}
+
+// PostSendBuf posts a Send of one buffer (with FlagSolicited: Send with
+// SE).
+func (qp *QP) PostSendBuf(id uint64, local SGE, flags SendFlags) error {
+	return qp.post1(SendWR{ID: id, Op: OpSend, Flags: flags}, &local)
+}
+
+// PostSendInv posts a Send with Invalidate of the peer's STag inv (with
+// FlagSolicited: Send with SE and Invalidate).
+func (qp *QP) PostSendInv(id uint64, local SGE, inv uint32, flags SendFlags) error {
+	return qp.post1(SendWR{ID: id, Op: OpSendWithInv, Flags: flags, InvalidateSTag: inv}, &local)
+}
+
+// PostWrite posts an RDMA Write of local to the peer's rstag at rto.
+func (qp *QP) PostWrite(id uint64, local SGE, rstag uint32, rto uint64, flags SendFlags) error {
+	return qp.post1(SendWR{ID: id, Op: OpWrite, Flags: flags, RemoteSTag: rstag, RemoteTO: rto}, &local)
+}
+
+// PostWriteImm posts an RDMA Write followed by Immediate Data imm, which
+// completes a posted receive at the peer (OpRecvWriteImm).
+func (qp *QP) PostWriteImm(id uint64, local SGE, rstag uint32, rto uint64, imm uint64, flags SendFlags) error {
+	return qp.post1(SendWR{ID: id, Op: OpWriteWithImm, Flags: flags, RemoteSTag: rstag, RemoteTO: rto, Imm: imm}, &local)
+}
+
+// PostRead posts an RDMA Read of local.Length bytes at the peer's rstag/rto
+// into local.
+func (qp *QP) PostRead(id uint64, local SGE, rstag uint32, rto uint64, flags SendFlags) error {
+	return qp.post1(SendWR{ID: id, Op: OpRead, Flags: flags, RemoteSTag: rstag, RemoteTO: rto}, &local)
+}
+
+// PostImm posts RFC 7306 Immediate Data (with FlagSolicited: Immediate
+// Data with SE).
+func (qp *QP) PostImm(id uint64, imm uint64, flags SendFlags) error {
+	return qp.post1(SendWR{ID: id, Op: OpImm, Flags: flags, Imm: imm}, nil)
+}
+
+// PostFetchAdd posts an atomic FetchAdd of add to the peer's 64-bit word
+// at rstag/rto with the RFC 7306 Add Mask mask (0: plain add). The original
+// value lands in result (8 bytes, local write access) and in the
+// completion.
+func (qp *QP) PostFetchAdd(id uint64, result SGE, rstag uint32, rto uint64, add, mask uint64, flags SendFlags) error {
+	return qp.post1(SendWR{ID: id, Op: OpFetchAdd, Flags: flags, RemoteSTag: rstag, RemoteTO: rto, CompareAdd: add, AddMask: mask}, &result)
+}
+
+// PostCmpSwap posts an atomic CmpSwap on the peer's word at rstag/rto:
+// if ((cmp ^ word) & cmpMask) == 0 the bits of swapMask are replaced from
+// swap (pass CmpSwapAll twice for the plain compare-and-swap). The
+// original value lands in result and in the completion.
+func (qp *QP) PostCmpSwap(id uint64, result SGE, rstag uint32, rto uint64, cmp, cmpMask, swap, swapMask uint64, flags SendFlags) error {
+	return qp.post1(SendWR{ID: id, Op: OpCmpSwap, Flags: flags, RemoteSTag: rstag, RemoteTO: rto,
+		CompareAdd: cmp, CompareMask: cmpMask, Swap: swap, SwapMask: swapMask}, &result)
+}
+
+// PostLocalInv posts a local invalidation of the STag stag.
+func (qp *QP) PostLocalInv(id uint64, stag uint32, flags SendFlags) error {
+	return qp.post1(SendWR{ID: id, Op: OpLocalInv, Flags: flags, InvalidateSTag: stag}, nil)
+}
+
+// Dial connects the QP to a listener at addr ("host:port") as MPA
+// initiator (rdma_resolve_addr + rdma_connect). p.PrivateData goes to the
+// peer; its reply's private data is in ConnInfo().PeerPrivateData. A
+// rejection is a *RejectedError (errors.Is(err, ErrRejected)) carrying the
+// peer's private data. ctx bounds the whole setup.
+func (qp *QP) Dial(ctx context.Context, addr string, p ConnParam) error {
+	return qp.q.connect(ctx, addr, &p)
+}
+
+// ProbeAtomics reports whether the peer supports the RFC 7306 extensions
+// by issuing a FetchAdd of 0 to rstag/rto (an 8-byte aligned word the peer
+// registered with AccessRemoteAtomic; its value is not changed). The probe
+// produces no completion. A peer without the extensions terminates the
+// connection, so probe on a connection you can afford to lose: the QP is
+// then in error and ProbeNotSupported comes with ErrNoAtomics.
+func (qp *QP) ProbeAtomics(ctx context.Context, rstag uint32, rto uint64) (ProbeResult, error) {
+	return qp.q.probe(ctx, rstag, rto)
+}
+
+// Disconnect closes the connection in order (rdma_disconnect): posting is
+// refused, the SQ drains, then it waits for the peer (or ctx). Remaining
+// receives complete flushed.
+func (qp *QP) Disconnect(ctx context.Context) error { return qp.q.disconnect(ctx) }
+
+// Close disconnects if connected, flushes every outstanding WR and
+// destroys the QP (ibv_destroy_qp).
+func (qp *QP) Close() error { return qp.q.close() }
