@@ -1,0 +1,593 @@
+// Command xrnicctl inspects a running xrnicd through its control socket and
+// runs one-shot iWARP operations against any peer (an xrnicd, or another
+// RFC 7306 capable RNIC) with its own in-process device.
+//
+//	xrnicctl [--socket PATH] [-j] status | qp list | region list | stats
+//	xrnicctl probe PEER [STAG TO]
+//	xrnicctl fetchadd PEER STAG TO ADD [--mask M]
+//	xrnicctl cmpswap PEER STAG TO COMPARE SWAP [--compare-mask M] [--swap-mask M]
+//	xrnicctl read PEER STAG TO LENGTH
+//	xrnicctl write PEER STAG TO HEXDATA
+//	xrnicctl send PEER TEXT
+//	xrnicctl imm PEER VALUE [--write STAG TO HEXDATA]
+//
+// PEER is HOST:PORT (xrnicd listens on 7306 by default). Numbers are decimal
+// or 0x-hex (ADD may be negative: two's complement). -j prints JSON,
+// otherwise aligned text. Remote operations use the kernel transport by
+// default (--transport afxdp --iface IF is refused until the AF_XDP datapath
+// lands). Errors exit 1 with the completion status and the Terminate in
+// words; usage errors exit 2.
+package main
+
+import (
+	"context"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"xrnic/control"
+	"xrnic/datapath"
+	"xrnic/wire/term"
+)
+
+const defaultSocket = "/run/xrnic/xrnicd.sock"
+
+const usage = `usage:
+  xrnicctl [--socket PATH] [-j] status | qp list | region list | stats
+  xrnicctl [options] probe PEER [STAG TO]
+  xrnicctl [options] fetchadd PEER STAG TO ADD [--mask M]
+  xrnicctl [options] cmpswap PEER STAG TO COMPARE SWAP [--compare-mask M] [--swap-mask M]
+  xrnicctl [options] read PEER STAG TO LENGTH
+  xrnicctl [options] write PEER STAG TO HEXDATA
+  xrnicctl [options] send PEER TEXT
+  xrnicctl [options] imm PEER VALUE [--write STAG TO HEXDATA]
+PEER is HOST:PORT; numbers are decimal or 0x-hex. Options may appear anywhere:
+`
+
+type usageError struct{ msg string }
+
+func (e usageError) Error() string { return e.msg }
+
+func usagef(f string, a ...any) error { return usageError{fmt.Sprintf(f, a...)} }
+
+// cli holds the parsed options.
+type cli struct {
+	socket      string
+	json        bool
+	conn        connOpts
+	mask        string
+	compareMask string
+	swapMask    string
+	write       []string // STAG TO HEXDATA of imm --write
+	out         io.Writer
+}
+
+func newFlags(c *cli, out io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet("xrnicctl", flag.ContinueOnError)
+	fs.SetOutput(out)
+	fs.Usage = func() { fmt.Fprint(out, usage); fs.PrintDefaults() }
+	fs.StringVar(&c.socket, "socket", defaultSocket, "xrnicd control socket `path`")
+	fs.BoolVar(&c.json, "j", false, "print JSON")
+	fs.BoolVar(&c.json, "json", false, "print JSON (same as -j)")
+	fs.StringVar(&c.conn.Transport, "transport", "kernel", "remote operations: `kernel|afxdp`")
+	fs.StringVar(&c.conn.Iface, "iface", "", "`interface` of the afxdp transport")
+	fs.DurationVar(&c.conn.Timeout, "timeout", 10*time.Second, "bound of the whole operation")
+	fs.IntVar(&c.conn.MPARev, "mpa-rev", 2, "MPA `revision` to request: 2 (RFC 6581) or 1 (RFC 5044)")
+	fs.BoolVar(&c.conn.NoCRC, "no-crc", false, "ask the peer not to use MPA CRCs")
+	fs.BoolVar(&c.conn.PeerToPeer, "p2p", false, "RFC 6581 peer-to-peer mode (the initiator sends a ready-to-receive first)")
+	fs.StringVar(&c.mask, "mask", "", "fetchadd: RFC 7306 Add Mask `M` (carry boundaries); default 0, a plain 64-bit add")
+	fs.StringVar(&c.compareMask, "compare-mask", "", "cmpswap: Compare Mask `M` (default all ones)")
+	fs.StringVar(&c.swapMask, "swap-mask", "", "cmpswap: Swap Mask `M` (default all ones)")
+	return fs
+}
+
+// parse parses options anywhere among the arguments. "--write" takes three
+// values; arguments that look like negative numbers are positional.
+func parse(args []string, out io.Writer) (*cli, []string, error) {
+	c := &cli{out: os.Stdout}
+	fs := newFlags(c, out)
+	var pos []string
+	for len(args) > 0 {
+		a := args[0]
+		switch {
+		case a == "--":
+			pos = append(pos, args[1:]...)
+			args = nil
+		case a == "--write" || a == "-write":
+			if len(args) < 4 {
+				return nil, nil, usagef("--write needs STAG TO HEXDATA")
+			}
+			c.write = args[1:4]
+			args = args[4:]
+		case len(a) > 1 && a[0] == '-' && !(a[1] >= '0' && a[1] <= '9'):
+			if err := fs.Parse(args); err != nil {
+				if errors.Is(err, flag.ErrHelp) {
+					return nil, nil, err
+				}
+				return nil, nil, usageError{err.Error()}
+			}
+			rest := fs.Args()
+			if len(rest) == len(args) { // nothing consumed
+				return nil, nil, usagef("cannot parse %q", a)
+			}
+			args = rest
+		default:
+			pos = append(pos, a)
+			args = args[1:]
+		}
+	}
+	return c, pos, nil
+}
+
+// parseNum parses a decimal or 0x-hex number; a leading '-' gives the
+// two's complement (for FetchAdd subtraction).
+func parseNum(what, s string) (uint64, error) {
+	neg := strings.HasPrefix(s, "-")
+	t := strings.TrimPrefix(s, "-")
+	var v uint64
+	var err error
+	if h, ok := strings.CutPrefix(strings.ToLower(t), "0x"); ok {
+		v, err = strconv.ParseUint(h, 16, 64)
+	} else {
+		v, err = strconv.ParseUint(t, 10, 64)
+	}
+	if err != nil || t == "" {
+		return 0, usagef("%s %q: want a decimal or 0x-hex number", what, s)
+	}
+	if neg {
+		v = -v
+	}
+	return v, nil
+}
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+func run(args []string, stdout, stderr io.Writer) int {
+	c, pos, err := parse(args, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	if err == nil {
+		c.out = stdout
+		err = c.dispatch(pos)
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, "xrnicctl:", err)
+		var ue usageError
+		if errors.As(err, &ue) {
+			fmt.Fprint(stderr, usage)
+			return 2
+		}
+		return 1
+	}
+	return 0
+}
+
+func (c *cli) dispatch(pos []string) error {
+	if len(pos) == 0 {
+		return usagef("no command")
+	}
+	cmd, args := pos[0], pos[1:]
+	want := func(n int, form string) error {
+		if len(args) != n {
+			return usagef("%s: want %s", cmd, form)
+		}
+		return nil
+	}
+	switch cmd {
+	case "status":
+		if err := want(0, "no arguments"); err != nil {
+			return err
+		}
+		return c.status()
+	case "qp", "region":
+		if len(args) != 1 || args[0] != "list" {
+			return usagef("%s: want %s list", cmd, cmd)
+		}
+		if cmd == "qp" {
+			return c.qpList()
+		}
+		return c.regionList()
+	case "stats":
+		if err := want(0, "no arguments"); err != nil {
+			return err
+		}
+		return c.stats()
+	case "probe":
+		if len(args) != 1 && len(args) != 3 {
+			return usagef("probe: want PEER [STAG TO]")
+		}
+		return c.probe(args)
+	case "fetchadd":
+		if err := want(4, "PEER STAG TO ADD [--mask M]"); err != nil {
+			return err
+		}
+		return c.atomic(cmd, args)
+	case "cmpswap":
+		if err := want(5, "PEER STAG TO COMPARE SWAP [--compare-mask M] [--swap-mask M]"); err != nil {
+			return err
+		}
+		return c.atomic(cmd, args)
+	case "read":
+		if err := want(4, "PEER STAG TO LENGTH"); err != nil {
+			return err
+		}
+		return c.read(args)
+	case "write":
+		if err := want(4, "PEER STAG TO HEXDATA"); err != nil {
+			return err
+		}
+		return c.writeCmd(args)
+	case "send":
+		if len(args) < 2 {
+			return usagef("send: want PEER TEXT")
+		}
+		return c.send(args[0], strings.Join(args[1:], " "))
+	case "imm":
+		if err := want(2, "PEER VALUE [--write STAG TO HEXDATA]"); err != nil {
+			return err
+		}
+		return c.imm(args)
+	}
+	return usagef("unknown command %q", cmd)
+}
+
+func (c *cli) printJSON(v any) error {
+	enc := json.NewEncoder(c.out)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+func (c *cli) get(path string, v any) error {
+	ctx, cancel := context.WithTimeout(context.Background(), c.conn.Timeout)
+	defer cancel()
+	err := control.NewClient(c.socket).Get(ctx, path, v)
+	if err != nil && !errors.Is(err, control.ErrDenied) {
+		var pe *os.PathError
+		if errors.As(err, &pe) || strings.Contains(err.Error(), "connect:") {
+			return fmt.Errorf("cannot reach xrnicd at %s (is it running? use --socket PATH): %w", c.socket, err)
+		}
+	}
+	return err
+}
+
+func (c *cli) table(header string, rows [][]string) {
+	tw := tabwriter.NewWriter(c.out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, header)
+	for _, r := range rows {
+		fmt.Fprintln(tw, strings.Join(r, "\t"))
+	}
+	tw.Flush()
+}
+
+func (c *cli) status() error {
+	var s control.StatusInfo
+	if err := c.get(control.PathStatus, &s); err != nil {
+		return err
+	}
+	if c.json {
+		return c.printJSON(s)
+	}
+	allow := strings.Join(s.Allow, ", ")
+	if allow == "" {
+		allow = "all peers"
+	}
+	c.table("FIELD\tVALUE", [][]string{
+		{"version", s.Version}, {"pid", strconv.Itoa(s.PID)}, {"ready", strconv.FormatBool(s.Ready)},
+		{"transport", s.Transport}, {"listen", s.Listen}, {"metrics", s.Metrics}, {"allow", allow},
+		{"uptime", (time.Duration(s.UptimeSeconds * float64(time.Second))).Round(time.Second).String()},
+		{"qps", fmt.Sprintf("%d (max %d)", s.QPs, s.MaxQPs)}, {"regions", strconv.Itoa(s.Regions)},
+		{"ord/ird", fmt.Sprintf("%d/%d", s.MaxORD, s.MaxIRD)},
+	})
+	return nil
+}
+
+func (c *cli) qpList() error {
+	var qs []control.QPInfo
+	if err := c.get(control.PathQPs, &qs); err != nil {
+		return err
+	}
+	if c.json {
+		return c.printJSON(qs)
+	}
+	var rows [][]string
+	for _, q := range qs {
+		rows = append(rows, []string{strconv.FormatUint(uint64(q.Num), 10), q.State, q.Peer, strconv.Itoa(q.MPARev),
+			strconv.FormatBool(q.CRC), fmt.Sprintf("%d/%d", q.IRD, q.ORD), strconv.FormatUint(q.TxMsgs, 10),
+			strconv.FormatUint(q.RxMsgs, 10), q.Error})
+	}
+	c.table("QP\tSTATE\tPEER\tMPA\tCRC\tIRD/ORD\tTX_MSGS\tRX_MSGS\tERROR", rows)
+	return nil
+}
+
+func (c *cli) regionList() error {
+	var rs []control.RegionInfo
+	if err := c.get(control.PathRegions, &rs); err != nil {
+		return err
+	}
+	if c.json {
+		return c.printJSON(rs)
+	}
+	var rows [][]string
+	for _, r := range rs {
+		rows = append(rows, []string{r.Name, r.STag, r.TO, strconv.FormatUint(r.Length, 10), r.Access, r.PageSize, r.Backing})
+	}
+	c.table("NAME\tSTAG\tTO\tLENGTH\tACCESS\tPAGE\tBACKING", rows)
+	return nil
+}
+
+func (c *cli) stats() error {
+	var s control.StatsInfo
+	if err := c.get(control.PathStats, &s); err != nil {
+		return err
+	}
+	if c.json {
+		return c.printJSON(s)
+	}
+	var rows [][]string
+	for _, m := range s.Messages {
+		rows = append(rows, []string{"rdmap " + m.Direction, m.Opcode, fmt.Sprintf("%d msgs, %d bytes", m.Messages, m.Bytes)})
+	}
+	rows = append(rows,
+		[]string{"atomics", "fetch_add", strconv.FormatUint(s.FetchAdds, 10)},
+		[]string{"atomics", "cmp_swap", fmt.Sprintf("%d (%d matched)", s.CmpSwaps, s.CmpSwapMatched)})
+	for _, t := range s.Terminates {
+		rows = append(rows, []string{"terminates " + t.Direction, t.Error, strconv.FormatUint(t.Count, 10)})
+	}
+	for _, k := range []string{"accepted", "rejected", "malformed", "negotiation_failed", "timeout", "failed"} {
+		rows = append(rows, []string{"mpa", k, strconv.FormatUint(s.MPA[k], 10)})
+	}
+	rows = append(rows, []string{"connections", "refused (--allow)", strconv.FormatUint(s.Refused, 10)})
+	for _, k := range []string{"send", "immediate", "write_immediate"} {
+		rows = append(rows, []string{"sink", k, fmt.Sprintf("%d msgs, %d bytes", s.SinkMessages[k], s.SinkBytes[k])})
+	}
+	c.table("GROUP\tNAME\tVALUE", rows)
+	return nil
+}
+
+// withSession runs f on a session connected to peer.
+func (c *cli) withSession(peer string, bufLen int, f func(ctx context.Context, s *session) error) error {
+	ctx, cancel := context.WithTimeout(context.Background(), c.conn.Timeout)
+	defer cancel()
+	s, err := dial(ctx, peer, bufLen, c.conn)
+	if err != nil {
+		return err
+	}
+	defer s.close()
+	return f(ctx, s)
+}
+
+func (c *cli) stagTO(stag, to string) (uint32, uint64, error) {
+	st, err := parseNum("STAG", stag)
+	if err != nil {
+		return 0, 0, err
+	}
+	if st > 0xFFFFFFFF {
+		return 0, 0, usagef("STAG %q: at most 32 bits", stag)
+	}
+	t, err := parseNum("TO", to)
+	return uint32(st), t, err
+}
+
+func (c *cli) probe(args []string) error {
+	var stag uint32
+	var to uint64
+	if len(args) == 3 {
+		var err error
+		if stag, to, err = c.stagTO(args[1], args[2]); err != nil {
+			return err
+		}
+	}
+	return c.withSession(args[0], 8, func(ctx context.Context, s *session) error {
+		res, err := s.qp.ProbeAtomics(ctx, stag, to)
+		pt := s.qp.PeerTerminate()
+		supported := false
+		var note string
+		switch {
+		case res == datapath.ProbeSupported:
+			supported = true
+		case res == datapath.ProbeNotSupported:
+		case pt != nil && (pt.Layer == term.LayerRDMAP && pt.EType == term.ETypeRDMAPRemoteProtection || pt.Is(term.RDMAPCatastrophicStream)):
+			// The peer parsed the Atomic Request and refused its target:
+			// it implements RFC 7306.
+			supported = true
+			note = "the peer understood the FetchAdd and refused its target"
+		default:
+			if err == nil {
+				err = errors.New(res.String())
+			}
+			return fmt.Errorf("probe %s: %w", args[0], err)
+		}
+		if c.json {
+			out := map[string]any{"peer": args[0], "supported": supported}
+			if pt != nil {
+				out["terminate"] = pt.String()
+			}
+			return c.printJSON(out)
+		}
+		if supported {
+			fmt.Fprintln(c.out, "supported: RFC 7306 atomics")
+		} else {
+			fmt.Fprintln(c.out, "not supported: the peer does not implement RFC 7306 atomics")
+		}
+		if pt != nil {
+			fmt.Fprintln(c.out, "terminate received:", pt.String())
+		}
+		if note != "" {
+			fmt.Fprintln(c.out, "note:", note)
+		}
+		return nil
+	})
+}
+
+func (c *cli) atomic(cmd string, args []string) error {
+	stag, to, err := c.stagTO(args[1], args[2])
+	if err != nil {
+		return err
+	}
+	wr := datapath.SendWR{RemoteSTag: stag, RemoteTO: to}
+	if cmd == "fetchadd" {
+		if c.compareMask != "" || c.swapMask != "" {
+			return usagef("fetchadd takes --mask, not --compare-mask/--swap-mask")
+		}
+		wr.Op = datapath.OpFetchAdd
+		if wr.CompareAdd, err = parseNum("ADD", args[3]); err != nil {
+			return err
+		}
+		if c.mask != "" {
+			if wr.AddMask, err = parseNum("--mask", c.mask); err != nil {
+				return err
+			}
+		}
+	} else {
+		if c.mask != "" {
+			return usagef("cmpswap takes --compare-mask and --swap-mask, not --mask")
+		}
+		wr.Op = datapath.OpCmpSwap
+		if wr.CompareAdd, err = parseNum("COMPARE", args[3]); err != nil {
+			return err
+		}
+		if wr.Swap, err = parseNum("SWAP", args[4]); err != nil {
+			return err
+		}
+		wr.CompareMask, wr.SwapMask = ^uint64(0), ^uint64(0)
+		if c.compareMask != "" {
+			if wr.CompareMask, err = parseNum("--compare-mask", c.compareMask); err != nil {
+				return err
+			}
+		}
+		if c.swapMask != "" {
+			if wr.SwapMask, err = parseNum("--swap-mask", c.swapMask); err != nil {
+				return err
+			}
+		}
+	}
+	return c.withSession(args[0], 8, func(ctx context.Context, s *session) error {
+		wr.SGL = s.sge(0, 8)
+		comp, err := s.do(ctx, wr)
+		if err != nil {
+			return fmt.Errorf("%s: %w", cmd, err)
+		}
+		if c.json {
+			return c.printJSON(map[string]string{"original": fmt.Sprintf("0x%016x", comp.AtomicOrig)})
+		}
+		fmt.Fprintf(c.out, "original 0x%016x (%d)\n", comp.AtomicOrig, comp.AtomicOrig)
+		return nil
+	})
+}
+
+func (c *cli) read(args []string) error {
+	stag, to, err := c.stagTO(args[1], args[2])
+	if err != nil {
+		return err
+	}
+	n, err := parseNum("LENGTH", args[3])
+	if err != nil {
+		return err
+	}
+	if n > 1<<30 {
+		return usagef("LENGTH: at most 1 GiB")
+	}
+	return c.withSession(args[0], int(n), func(ctx context.Context, s *session) error {
+		wr := datapath.SendWR{Op: datapath.OpRead, RemoteSTag: stag, RemoteTO: to}
+		if n > 0 {
+			wr.SGL = s.sge(0, int(n))
+		}
+		if _, err := s.do(ctx, wr); err != nil {
+			return fmt.Errorf("read: %w", err)
+		}
+		h := hex.EncodeToString(s.buf[:n])
+		if c.json {
+			return c.printJSON(map[string]any{"length": n, "data": h})
+		}
+		fmt.Fprintln(c.out, h)
+		return nil
+	})
+}
+
+func parseHex(s string) ([]byte, error) {
+	b, err := hex.DecodeString(strings.TrimPrefix(strings.ToLower(s), "0x"))
+	if err != nil {
+		return nil, usagef("HEXDATA %q: want hex digits, two per byte", s)
+	}
+	return b, nil
+}
+
+func (c *cli) writeCmd(args []string) error {
+	stag, to, err := c.stagTO(args[1], args[2])
+	if err != nil {
+		return err
+	}
+	data, err := parseHex(args[3])
+	if err != nil {
+		return err
+	}
+	return c.withSession(args[0], len(data), func(ctx context.Context, s *session) error {
+		copy(s.buf, data)
+		if _, err := s.do(ctx, datapath.SendWR{Op: datapath.OpWrite, SGL: s.sge(0, len(data)), RemoteSTag: stag, RemoteTO: to}); err != nil {
+			return fmt.Errorf("write: %w", err)
+		}
+		return c.done(map[string]any{"written": len(data)}, fmt.Sprintf("wrote %d bytes", len(data)))
+	})
+}
+
+func (c *cli) done(j any, text string) error {
+	if c.json {
+		return c.printJSON(j)
+	}
+	fmt.Fprintln(c.out, text)
+	return nil
+}
+
+func (c *cli) send(peer, text string) error {
+	return c.withSession(peer, len(text), func(ctx context.Context, s *session) error {
+		copy(s.buf, text)
+		wr := datapath.SendWR{Op: datapath.OpSend}
+		if len(text) > 0 {
+			wr.SGL = s.sge(0, len(text))
+		}
+		if _, err := s.do(ctx, wr); err != nil {
+			return fmt.Errorf("send: %w", err)
+		}
+		return c.done(map[string]any{"sent": len(text)}, fmt.Sprintf("sent %d bytes", len(text)))
+	})
+}
+
+func (c *cli) imm(args []string) error {
+	v, err := parseNum("VALUE", args[1])
+	if err != nil {
+		return err
+	}
+	wr := datapath.SendWR{Op: datapath.OpImm, Imm: v}
+	var data []byte
+	if c.write != nil {
+		wr.Op = datapath.OpWriteImm
+		if wr.RemoteSTag, wr.RemoteTO, err = c.stagTO(c.write[0], c.write[1]); err != nil {
+			return err
+		}
+		if data, err = parseHex(c.write[2]); err != nil {
+			return err
+		}
+	}
+	return c.withSession(args[0], len(data), func(ctx context.Context, s *session) error {
+		if data != nil {
+			copy(s.buf, data)
+			wr.SGL = s.sge(0, len(data))
+		}
+		if _, err := s.do(ctx, wr); err != nil {
+			return fmt.Errorf("imm: %w", err)
+		}
+		return c.done(map[string]any{"immediate": fmt.Sprintf("0x%016x", v), "written": len(data)},
+			fmt.Sprintf("sent Immediate Data 0x%016x", v))
+	})
+}

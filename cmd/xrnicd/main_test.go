@@ -1,0 +1,328 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"xrnic/control"
+	"xrnic/mem"
+	"xrnic/wire/mpa"
+)
+
+func TestParseRegion(t *testing.T) {
+	cases := []struct {
+		in   string
+		want regionSpec
+		err  string
+	}{
+		{"counter:4K:rwa", regionSpec{"counter", 4096, mem.RemoteRead | mem.RemoteWrite | mem.RemoteAtomic}, ""},
+		{"lock:8:a", regionSpec{"lock", 8, mem.RemoteAtomic}, ""},
+		{"big:2MiB:r", regionSpec{"big", 2 << 20, mem.RemoteRead}, ""},
+		{"x:1G:w", regionSpec{"x", 1 << 30, mem.RemoteWrite}, ""},
+		{"x:0x1000:w", regionSpec{"x", 4096, mem.RemoteWrite}, ""},
+		{"x:4K", regionSpec{}, "NAME:SIZE:ACCESS"},
+		{":4K:r", regionSpec{}, "NAME:SIZE:ACCESS"},
+		{"x:0:r", regionSpec{}, "positive"},
+		{"x:4K:", regionSpec{}, "at least one"},
+		{"x:4K:rx", regionSpec{}, "access letters"},
+		{"a/b:4K:r", regionSpec{}, "name"},
+	}
+	for _, c := range cases {
+		got, err := parseRegion(c.in)
+		if c.err != "" {
+			if err == nil || !strings.Contains(err.Error(), c.err) {
+				t.Errorf("parseRegion(%q) error %v, want %q", c.in, err, c.err)
+			}
+			continue
+		}
+		if err != nil || got != c.want {
+			t.Errorf("parseRegion(%q) = %+v, %v; want %+v", c.in, got, err, c.want)
+		}
+	}
+}
+
+func TestConfigFile(t *testing.T) {
+	dir := t.TempDir()
+	f := filepath.Join(dir, "x.conf")
+	os.WriteFile(f, []byte(`# comment
+listen 127.0.0.1:7000
+metrics = 127.0.0.1:7001   # trailing comment
+region a:4K:rwa
+region b:8K:r
+allow 10.0.0.0/8
+no-crc
+rtr send,read
+max-qps 7
+log-level debug
+`), 0o644)
+	c, err := parseArgs([]string{"--config", f, "--max-qps", "9", "--region", "c:4K:w"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Listen != "127.0.0.1:7000" || c.Metrics != "127.0.0.1:7001" || !c.NoCRC || c.MaxQPs != 9 ||
+		c.RTR != mpa.RTRSend|mpa.RTRRead || c.LogLevel.String() != "DEBUG" || len(c.Allow) != 1 || c.Allow[0].String() != "10.0.0.0/8" {
+		t.Errorf("config %+v", c)
+	}
+	// The command line's --region replaces the file's list.
+	if len(c.Regions) != 1 || c.Regions[0].Name != "c" {
+		t.Errorf("regions %+v", c.Regions)
+	}
+	os.WriteFile(f, []byte("bogus 1\n"), 0o644)
+	if _, err := parseArgs([]string{"--config", f}, io.Discard); err == nil || !strings.Contains(err.Error(), "unknown key") {
+		t.Errorf("unknown key: %v", err)
+	}
+	c = defaultConfig()
+	c.Listen, c.Metrics, c.Hugepages, c.PageSize, c.MPARev, c.LogFormat, c.MaxQPs, c.SinkDepth = ":1", "off", "prefer", "2M", "any", "text", 1, 1
+	c.Regions = []regionSpec{{"a", 1 << 30, mem.RemoteRead}, {"b", 1, mem.RemoteRead}}
+	if err := c.validate(); err == nil || !strings.Contains(err.Error(), "--max-registered-bytes") {
+		t.Errorf("registered bytes limit: %v", err)
+	}
+}
+
+// lockedBuf collects a process's output while the test reads it.
+type lockedBuf struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuf) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuf) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+var xrnicdBin, binDir string
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if binDir != "" {
+		os.RemoveAll(binDir)
+	}
+	os.Exit(code)
+}
+
+func buildDaemon(t *testing.T) string {
+	t.Helper()
+	if xrnicdBin == "" {
+		d, err := os.MkdirTemp("", "xrnicd-test-")
+		if err != nil {
+			t.Fatal(err)
+		}
+		binDir = d
+		p := filepath.Join(d, "xrnicd")
+		if out, err := exec.Command("go", "build", "-o", p, ".").CombinedOutput(); err != nil {
+			t.Fatalf("go build: %v\n%s", err, out)
+		}
+		xrnicdBin = p
+	}
+	return xrnicdBin
+}
+
+// runDaemon runs xrnicd expecting it to exit by itself.
+func runDaemon(t *testing.T, args ...string) (int, string) {
+	t.Helper()
+	cmd := exec.Command(buildDaemon(t), args...)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	done := make(chan error, 1)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { done <- cmd.Wait() }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		cmd.Process.Kill()
+		<-done
+		t.Fatalf("xrnicd %v did not exit:\n%s", args, out.String())
+	}
+	return cmd.ProcessState.ExitCode(), out.String()
+}
+
+func TestStartupErrors(t *testing.T) {
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	sock := func() string { return filepath.Join(t.TempDir(), "x.sock") }
+	cases := []struct {
+		name string
+		args []string
+		code int
+		want string
+	}{
+		{"port in use", []string{"--listen", busy.Addr().String(), "--metrics", "off", "--socket", sock()}, 1, "port is in use"},
+		{"metrics port in use", []string{"--listen", "127.0.0.1:0", "--metrics", busy.Addr().String(), "--socket", sock()}, 1, "port is in use"},
+		{"unknown interface", []string{"--iface", "nosuchif0", "--socket", sock()}, 1, "unknown interface"},
+		{"afxdp", []string{"--transport", "afxdp", "--iface", "lo", "--socket", sock()}, 1, "not yet available in this build"},
+		{"afxdp without iface", []string{"--transport", "afxdp", "--socket", sock()}, 1, "needs --iface"},
+		{"bad region", []string{"--region", "x:4K:q"}, 2, "access letters"},
+		{"bad allow", []string{"--allow", "10.0.0.0/99"}, 2, "CIDR"},
+		{"bad flag", []string{"--nope"}, 2, "flag provided but not defined"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			code, out := runDaemon(t, c.args...)
+			if code != c.code || !strings.Contains(out, c.want) {
+				t.Errorf("exit %d, want %d with %q:\n%s", code, c.code, c.want, out)
+			}
+		})
+	}
+}
+
+// startDaemon starts xrnicd and waits for its control socket.
+func startDaemon(t *testing.T, args ...string) (*exec.Cmd, *lockedBuf, chan error, string) {
+	t.Helper()
+	sock := filepath.Join(t.TempDir(), "x.sock")
+	cmd := exec.Command(buildDaemon(t), append([]string{"--listen", "127.0.0.1:0", "--metrics", "off", "--socket", sock}, args...)...)
+	out := &lockedBuf{}
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	t.Cleanup(func() {
+		if cmd.ProcessState == nil {
+			cmd.Process.Kill()
+			<-done
+		}
+	})
+	for i := 0; ; i++ {
+		if c, err := net.Dial("unix", sock); err == nil {
+			c.Close()
+			break
+		}
+		if i > 200 {
+			t.Fatalf("no control socket:\n%s", out.String())
+		}
+		time.Sleep(25 * time.Millisecond)
+	}
+	return cmd, out, done, sock
+}
+
+func stop(t *testing.T, cmd *exec.Cmd, done chan error, out *lockedBuf, sock string) {
+	t.Helper()
+	cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("exit after SIGTERM: %v\n%s", err, out.String())
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatalf("no exit after SIGTERM\n%s", out.String())
+	}
+	if _, err := os.Stat(sock); !os.IsNotExist(err) {
+		t.Errorf("socket file left: %v", err)
+	}
+}
+
+func TestAllowAndStartupLog(t *testing.T) {
+	cmd, out, done, sock := startDaemon(t, "--allow", "10.1.0.0/16", "--iface", "lo")
+	for _, want := range []string{`transport=kernel reason="afxdp would be chosen for --iface lo but is not yet available in this build"`, `allow=10.1.0.0/16`} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("start-up log lacks %s:\n%s", want, out.String())
+		}
+	}
+	// A peer outside the list is closed before MPA.
+	var st control.StatusInfo
+	if err := control.NewClient(sock).Get(context.Background(), control.PathStatus, &st); err != nil {
+		t.Fatal(err)
+	}
+	if len(st.Allow) != 1 || st.Allow[0] != "10.1.0.0/16" {
+		t.Errorf("status allow %v", st.Allow)
+	}
+	c, err := net.Dial("tcp", st.Listen)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if n, err := c.Read(make([]byte, 1)); err == nil || errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Errorf("refused peer: read %d, %v; want the connection closed", n, err)
+	}
+	c.Close()
+	var stats control.StatsInfo
+	if err := control.NewClient(sock).Get(context.Background(), control.PathStats, &stats); err != nil || stats.Refused != 1 {
+		t.Errorf("refused connections %d (%v), want 1", stats.Refused, err)
+	}
+	stop(t, cmd, done, out, sock)
+	cmd, out, done, sock = startDaemon(t)
+	if !strings.Contains(out.String(), `allow="all peers (no --allow given)"`) {
+		t.Errorf("start-up log does not state the default allow list:\n%s", out.String())
+	}
+	stop(t, cmd, done, out, sock)
+}
+
+func meminfo(t *testing.T, key string) int {
+	t.Helper()
+	b, err := os.ReadFile("/proc/meminfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(l, key+":"); ok {
+			n, _ := strconv.Atoi(strings.Fields(rest)[0])
+			return n
+		}
+	}
+	t.Fatalf("no %s in /proc/meminfo", key)
+	return 0
+}
+
+// TestIntegrationHugepages reserves two 2 MiB hugepages, starts xrnicd with
+// --hugepages require and checks that SIGTERM gives the page back; without
+// a reservation the start-up error names the sysctl.
+func TestIntegrationHugepages(t *testing.T) {
+	const nr = "/proc/sys/vm/nr_hugepages"
+	old, err := os.ReadFile(nr)
+	if err != nil {
+		t.Skip("no hugepage sysctl:", err)
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to reserve hugepages")
+	}
+	oldN, _ := strconv.Atoi(strings.TrimSpace(string(old)))
+	t.Cleanup(func() { os.WriteFile(nr, old, 0o644) })
+
+	if meminfo(t, "HugePages_Free") == 0 {
+		code, out := runDaemon(t, "--listen", "127.0.0.1:0", "--metrics", "off", "--socket", filepath.Join(t.TempDir(), "s"),
+			"--region", "c:4K:rwa", "--hugepages", "require")
+		if code != 1 || !strings.Contains(out, "vm.nr_hugepages") {
+			t.Errorf("start without hugepages: exit %d, want 1 naming vm.nr_hugepages:\n%s", code, out)
+		}
+	}
+	if err := os.WriteFile(nr, []byte(strconv.Itoa(oldN+2)), 0o644); err != nil {
+		t.Skip("cannot reserve hugepages:", err)
+	}
+	if meminfo(t, "HugePages_Total") < oldN+2 {
+		t.Skip("the kernel could not reserve 2 more hugepages (memory fragmented)")
+	}
+	free := meminfo(t, "HugePages_Free")
+	cmd, out, done, sock := startDaemon(t, "--region", "c:4K:rwa", "--hugepages", "require")
+	if got := meminfo(t, "HugePages_Free"); got != free-1 {
+		t.Errorf("HugePages_Free with the daemon running: %d, want %d\n%s", got, free-1, out.String())
+	}
+	stop(t, cmd, done, out, sock)
+	if got := meminfo(t, "HugePages_Free"); got != free {
+		t.Errorf("HugePages_Free after SIGTERM: %d, want %d", got, free)
+	}
+}

@@ -1,0 +1,53 @@
+// Package control is the operator side of xrnicd: the Prometheus
+// collectors, the HTTP endpoints (/metrics, /healthz, /readyz) and the JSON
+// control API served on a unix socket, plus the client xrnicctl uses.
+//
+// # Metrics
+//
+// Collectors read the engine's counters at scrape time (the per-QP
+// counters of datapath, which are plain atomics, the STag table's check
+// failure counters, mem's allocation counters and the daemon's own
+// per-connection counters); nothing is counted per packet for metrics.
+// Per-QP counters are summed over live QPs plus those already closed
+// (State.RetireQP folds them in), so counters never go back. Labels are
+// bounded: opcodes, directions, error triples, outcomes, states, page
+// sizes; never a QP number, STag or peer address. All names carry the
+// prefix xrnic_ and pass `promtool check metrics` and testutil's linter:
+//
+//	xrnic_build_info{version,revision,goversion}                 gauge 1
+//	xrnic_transport_info{transport}                              gauge 1
+//	xrnic_rdmap_messages_total{direction,opcode}                 RDMAP messages (RFC 5040 §4.1, RFC 7306 §4.1 opcodes)
+//	xrnic_rdmap_bytes_total{direction,opcode}                    DDP payload bytes
+//	xrnic_mpa_fpdus_total{direction}, xrnic_llp_writes_total
+//	xrnic_atomics_total{operation,result}                        fetch_add/ok, cmp_swap/matched|not_matched
+//	xrnic_atomic_errors_total{reason}                            atomic targets refused (invalid_stag, access, bounds, misaligned, ...)
+//	xrnic_memory_check_failures_total{access,reason}             every refused remote access
+//	xrnic_terminates_total{direction,layer,type,code}            sent/received, e.g. rdmap/0x1/0x02
+//	xrnic_mpa_negotiations_total{outcome}                        accepted, rejected, malformed, negotiation_failed, timeout, failed
+//	xrnic_connections_refused_total                              closed by --allow
+//	xrnic_qps{state}                                             INIT, CONNECTING, RTS, CLOSING, ERROR, CLOSED
+//	xrnic_registered_memory_bytes{page_size}, xrnic_memory_regions,
+//	xrnic_mapped_memory_bytes{backing}, xrnic_memory_page_fallbacks_total
+//	xrnic_sink_messages_total{kind}, xrnic_sink_bytes_total{kind}  the daemon's receive sink
+//	xrnic_completion_latency_seconds{queue,opcode}               histogram, post to poll
+//	go_*, process_*                                              Go runtime and process collectors
+//
+// With a TCPSource (the user-space TCP of the AF_XDP transport) the
+// collector adds xrnic_tcp_segments_total{direction},
+// xrnic_tcp_retransmitted_segments_total, xrnic_tcp_rto_events_total,
+// xrnic_tcp_out_of_order_segments_total and the xrnic_tcp_rtt_seconds
+// histogram; with an XDPSource every XDP_STATISTICS field per queue
+// (xrnic_xdp_rx_dropped_total, xrnic_xdp_rx_invalid_descriptors_total,
+// xrnic_xdp_tx_invalid_descriptors_total, xrnic_xdp_rx_ring_full_total,
+// xrnic_xdp_fill_ring_empty_total, xrnic_xdp_tx_ring_empty_total, labels
+// interface and queue) and the XDP program's per-CPU counters
+// (xrnic_xdp_program_packets_total{interface,counter,cpu}). The kernel
+// transport has neither, and the families are then absent.
+//
+// # Control API
+//
+// HTTP/1.1 with JSON bodies on a unix socket (mode 0660): GET /v1/status,
+// /v1/qps, /v1/regions, /v1/stats. Each connection's peer credentials are
+// read with SO_PEERCRED; DefaultPolicy admits root, the daemon's user and
+// members of the socket's group, and answers others 403.
+package control

@@ -1,0 +1,269 @@
+package control
+
+import (
+	"runtime"
+	"runtime/debug"
+	"strconv"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"xrnic/datapath"
+	"xrnic/mem"
+	"xrnic/wire/term"
+)
+
+// rdmapOpLabels name the RDMAP opcodes (RFC 5040 §4.1, RFC 7306 §4.1) in
+// labels; opcodes 0xC-0xF are reserved and never counted.
+var rdmapOpLabels = [12]string{
+	"write", "read_request", "read_response", "send", "send_invalidate", "send_se",
+	"send_se_invalidate", "terminate", "immediate", "immediate_se", "atomic_request", "atomic_response",
+}
+
+var memOpLabels = [...]string{"write", "read_response", "read_source", "atomic", "remote_invalidate"}
+
+var reasonLabels = [mem.NumReasons]string{"invalid_stag", "not_associated", "access", "to_wrap", "bounds", "misaligned"}
+
+var pageSizeLabels = map[int]string{mem.Size4K: "4KiB", mem.Size2M: "2MiB", mem.Size1G: "1GiB"}
+
+// PageSizeLabel is the label value of a page size in bytes.
+func PageSizeLabel(n int) string {
+	if s, ok := pageSizeLabels[n]; ok {
+		return s
+	}
+	return strconv.Itoa(n)
+}
+
+var qpStates = []datapath.QPState{datapath.QPInit, datapath.QPConnecting, datapath.QPRTS, datapath.QPClosing, datapath.QPError, datapath.QPClosed}
+
+func desc(name, help string, labels ...string) *prometheus.Desc {
+	return prometheus.NewDesc(name, help, labels, nil)
+}
+
+// The metric families of the engine collector. Names are listed in the
+// package documentation.
+var (
+	descBuild      = desc("xrnic_build_info", "Build information of the xrnic binary (value 1).", "version", "revision", "goversion")
+	descTransport  = desc("xrnic_transport_info", "The transport the daemon runs on (value 1).", "transport")
+	descMsgs       = desc("xrnic_rdmap_messages_total", "RDMAP messages by direction and opcode, summed over all QPs.", "direction", "opcode")
+	descBytes      = desc("xrnic_rdmap_bytes_total", "DDP payload bytes of RDMAP messages by direction and opcode.", "direction", "opcode")
+	descFPDUs      = desc("xrnic_mpa_fpdus_total", "MPA FPDUs by direction.", "direction")
+	descLLPWrites  = desc("xrnic_llp_writes_total", "Batched writes to the lower layer (each carries one or more FPDUs).")
+	descAtomics    = desc("xrnic_atomics_total", "RFC 7306 atomics executed for peers by operation and result (cmp_swap: matched or not_matched).", "operation", "result")
+	descAtomicErrs = desc("xrnic_atomic_errors_total", "Atomic Requests refused before execution (the target check failed), by reason.", "reason")
+	descCheckFails = desc("xrnic_memory_check_failures_total", "Remote memory accesses refused by the STag check, by access kind and reason.", "access", "reason")
+	descTerms      = desc("xrnic_terminates_total", "Terminate messages by direction, layer, error type and error code.", "direction", "layer", "type", "code")
+	descMPA        = desc("xrnic_mpa_negotiations_total", "Incoming MPA connection setups by outcome.", "outcome")
+	descRefused    = desc("xrnic_connections_refused_total", "TCP connections closed before MPA because the peer is not in the --allow list.")
+	descQPs        = desc("xrnic_qps", "QPs of the daemon by state.", "state")
+	descRegBytes   = desc("xrnic_registered_memory_bytes", "Bytes of the daemon's remotely accessible regions by page size.", "page_size")
+	descRegions    = desc("xrnic_memory_regions", "Live memory registrations (STags) of the device.")
+	descMapped     = desc("xrnic_mapped_memory_bytes", "Memory mapped by the process for registration, by backing.", "backing")
+	descFallbacks  = desc("xrnic_memory_page_fallbacks_total", "Allocations that got smaller pages than they asked for.")
+	descSinkMsgs   = desc("xrnic_sink_messages_total", "Untagged messages consumed by the daemon's receive sink, by kind.", "kind")
+	descSinkBytes  = desc("xrnic_sink_bytes_total", "Bytes consumed by the daemon's receive sink, by kind.", "kind")
+)
+
+// Collector reads the engine's counters at scrape time: it sums the
+// per-QP counters (plain atomics), reads the STag table's check failure
+// counters and the daemon's own counters. Nothing is counted per packet by
+// the collector itself.
+type Collector struct {
+	s       *State
+	tcp     TCPSource
+	xdp     XDPSource
+	version string
+	rev     string
+}
+
+// NewCollector returns the engine collector over s. tcp and xdp may be nil
+// (kernel transport): their families are then not exported.
+func NewCollector(s *State, tcp TCPSource, xdp XDPSource) *Collector {
+	c := &Collector{s: s, tcp: tcp, xdp: xdp, version: s.Version, rev: "unknown"}
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		if c.version == "" {
+			c.version = bi.Main.Version
+		}
+		for _, st := range bi.Settings {
+			if st.Key == "vcs.revision" {
+				c.rev = st.Value
+			}
+		}
+	}
+	if c.version == "" {
+		c.version = "(devel)"
+	}
+	return c
+}
+
+var allDescs = []*prometheus.Desc{descBuild, descTransport, descMsgs, descBytes, descFPDUs, descLLPWrites, descAtomics,
+	descAtomicErrs, descCheckFails, descTerms, descMPA, descRefused, descQPs, descRegBytes, descRegions, descMapped,
+	descFallbacks, descSinkMsgs, descSinkBytes}
+
+// Describe implements prometheus.Collector.
+func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range allDescs {
+		ch <- d
+	}
+	if c.tcp != nil {
+		describeTCP(ch)
+	}
+	if c.xdp != nil {
+		describeXDP(ch)
+	}
+}
+
+func counter(ch chan<- prometheus.Metric, d *prometheus.Desc, v uint64, lv ...string) {
+	ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), lv...)
+}
+
+func gauge(ch chan<- prometheus.Metric, d *prometheus.Desc, v float64, lv ...string) {
+	ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, lv...)
+}
+
+// Collect implements prometheus.Collector.
+func (c *Collector) Collect(ch chan<- prometheus.Metric) {
+	s := c.s
+	gauge(ch, descBuild, 1, c.version, c.rev, runtime.Version())
+	gauge(ch, descTransport, 1, s.Transport)
+
+	t := s.Totals()
+	for op, name := range rdmapOpLabels {
+		counter(ch, descMsgs, t.TxMsgs[op], "tx", name)
+		counter(ch, descMsgs, t.RxMsgs[op], "rx", name)
+		counter(ch, descBytes, t.TxBytes[op], "tx", name)
+		counter(ch, descBytes, t.RxBytes[op], "rx", name)
+	}
+	counter(ch, descFPDUs, t.TxFPDUs, "tx")
+	counter(ch, descFPDUs, t.RxFPDUs, "rx")
+	counter(ch, descLLPWrites, t.TxBatches)
+	counter(ch, descAtomics, t.FetchAdds, "fetch_add", "ok")
+	counter(ch, descAtomics, t.CmpSwapMatched, "cmp_swap", "matched")
+	counter(ch, descAtomics, t.CmpSwaps-t.CmpSwapMatched, "cmp_swap", "not_matched")
+
+	cc := s.Dev.Table().Counts()
+	for op := range cc.Fails {
+		for r := range cc.Fails[op] {
+			if op < len(memOpLabels) {
+				counter(ch, descCheckFails, cc.Fails[op][r], memOpLabels[op], reasonLabels[r])
+			}
+			if op == int(mem.OpAtomic) {
+				counter(ch, descAtomicErrs, cc.Fails[op][r], reasonLabels[r])
+			}
+		}
+	}
+
+	termMetrics(ch, "sent", t.TermsSent)
+	termMetrics(ch, "received", t.TermsRecv)
+
+	for o := MPAOutcome(0); o < numMPAOutcomes; o++ {
+		counter(ch, descMPA, s.mpa[o].Load(), o.String())
+	}
+	counter(ch, descRefused, s.refused.Load())
+
+	var byState [8]int
+	for _, e := range s.QPs() {
+		if st := e.QP.State(); int(st) < len(byState) {
+			byState[st]++
+		}
+	}
+	for _, st := range qpStates {
+		gauge(ch, descQPs, float64(byState[st]), st.String())
+	}
+
+	reg := map[string]uint64{"4KiB": 0, "2MiB": 0, "1GiB": 0}
+	for _, r := range s.Regions() {
+		reg[PageSizeLabel(r.PageSize)] += uint64(r.MR.Len())
+	}
+	for ps, n := range reg {
+		gauge(ch, descRegBytes, float64(n), ps)
+	}
+	gauge(ch, descRegions, float64(s.Dev.Table().Live()))
+	ms := mem.Stats()
+	for b := mem.Backing(0); b < mem.NumBackings; b++ {
+		gauge(ch, descMapped, float64(ms.Bytes[b]), backingLabel(b))
+	}
+	counter(ch, descFallbacks, ms.Fallbacks)
+	for k := SinkKind(0); k < numSinkKinds; k++ {
+		counter(ch, descSinkMsgs, s.sinkMsg[k].Load(), k.String())
+		counter(ch, descSinkBytes, s.sinkB[k].Load(), k.String())
+	}
+	if c.tcp != nil {
+		collectTCP(ch, c.tcp)
+	}
+	if c.xdp != nil {
+		collectXDP(ch, c.xdp)
+	}
+}
+
+func backingLabel(b mem.Backing) string {
+	switch b {
+	case mem.Backing4K:
+		return "4k"
+	case mem.BackingTHP:
+		return "thp"
+	case mem.BackingHugeTLB2M:
+		return "hugetlb_2m"
+	case mem.BackingHugeTLB1G:
+		return "hugetlb_1g"
+	}
+	return "unknown"
+}
+
+// TermLabels returns the layer, type and code label values of a Terminate
+// error ("unknown" for triples that are not predeclared).
+func TermLabels(e *term.Error) (layer, etype, code string) {
+	if e == nil {
+		return "unknown", "unknown", "unknown"
+	}
+	var l string
+	switch e.Layer {
+	case term.LayerRDMAP:
+		l = "rdmap"
+	case term.LayerDDP:
+		l = "ddp"
+	case term.LayerLLP:
+		l = "mpa"
+	default:
+		l = "unknown"
+	}
+	return l, "0x" + strconv.FormatUint(uint64(e.EType), 16), "0x" + hex2(e.Code)
+}
+
+func hex2(b uint8) string {
+	const digits = "0123456789abcdef"
+	return string([]byte{digits[b>>4], digits[b&0xF]})
+}
+
+func termMetrics(ch chan<- prometheus.Metric, dir string, m map[*term.Error]uint64) {
+	type key struct{ l, t, c string }
+	agg := map[key]uint64{}
+	for e, n := range m {
+		l, ty, co := TermLabels(e)
+		agg[key{l, ty, co}] += n
+	}
+	for k, n := range agg {
+		counter(ch, descTerms, n, dir, k.l, k.t, k.c)
+	}
+}
+
+// Options configure NewRegistry.
+type Options struct {
+	TCP TCPSource // nil: TCP families absent (kernel transport)
+	XDP XDPSource // nil: XDP families absent (kernel transport)
+	// NoProcess leaves out the Go runtime and process collectors (tests).
+	NoProcess bool
+}
+
+// NewRegistry returns a registry with the engine collector, the completion
+// latency histograms, and the Go runtime and process collectors.
+func NewRegistry(s *State, o Options) *prometheus.Registry {
+	r := prometheus.NewRegistry()
+	r.MustRegister(NewCollector(s, o.TCP, o.XDP))
+	r.MustRegister(s.Latency.Collector())
+	if !o.NoProcess {
+		r.MustRegister(collectors.NewGoCollector())
+		r.MustRegister(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	}
+	return r
+}

@@ -1,0 +1,616 @@
+package deploy
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// bins builds xrnicd and xrnicctl once per test binary.
+var (
+	binOnce          sync.Once
+	binDir, binErr   string
+	xrnicd, xrnicctl string
+)
+
+func buildBins(t *testing.T) {
+	t.Helper()
+	binOnce.Do(func() {
+		d, err := os.MkdirTemp("", "xrnic-bins-")
+		if err != nil {
+			binErr = err.Error()
+			return
+		}
+		binDir = d
+		xrnicd, xrnicctl = filepath.Join(d, "xrnicd"), filepath.Join(d, "xrnicctl")
+		for _, b := range [][2]string{{xrnicd, "xrnic/cmd/xrnicd"}, {xrnicctl, "xrnic/cmd/xrnicctl"}} {
+			if out, err := exec.Command("go", "build", "-o", b[0], b[1]).CombinedOutput(); err != nil {
+				binErr = fmt.Sprintf("go build %s: %v\n%s", b[1], err, out)
+				return
+			}
+		}
+	})
+	if binErr != "" {
+		t.Fatal(binErr)
+	}
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if binDir != "" {
+		os.RemoveAll(binDir)
+	}
+	os.Exit(code)
+}
+
+// daemon is a running xrnicd process.
+type daemon struct {
+	cmd     *exec.Cmd
+	socket  string
+	log     *syncBuf
+	listen  string
+	metrics string
+	regions map[string]region
+	done    chan error
+}
+
+type region struct {
+	Name   string `json:"name"`
+	STag   string `json:"stag"`
+	TO     string `json:"to"`
+	Length uint64 `json:"length"`
+	Access string `json:"access"`
+}
+
+type syncBuf struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuf) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuf) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// startDaemon starts xrnicd on loopback with ephemeral ports and waits
+// until it is ready.
+func startDaemon(t *testing.T, extra ...string) *daemon {
+	t.Helper()
+	buildBins(t)
+	dir := t.TempDir()
+	d := &daemon{socket: filepath.Join(dir, "run", "xrnicd.sock"), log: &syncBuf{}, done: make(chan error, 1)}
+	args := append([]string{"--listen", "127.0.0.1:0", "--metrics", "127.0.0.1:0", "--socket", d.socket, "--log-level", "debug"}, extra...)
+	d.cmd = exec.Command(xrnicd, args...)
+	d.cmd.Stdout, d.cmd.Stderr = d.log, d.log
+	if err := d.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { d.done <- d.cmd.Wait() }()
+	t.Cleanup(func() {
+		if d.cmd.ProcessState == nil {
+			d.cmd.Process.Kill()
+			<-d.done
+		}
+		if t.Failed() {
+			t.Logf("xrnicd log:\n%s", d.log.String())
+		}
+	})
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var st struct {
+			Ready   bool   `json:"ready"`
+			Listen  string `json:"listen"`
+			Metrics string `json:"metrics"`
+		}
+		out, err := d.ctl(t, "status", "-j")
+		if err == nil && json.Unmarshal([]byte(out), &st) == nil && st.Ready {
+			d.listen, d.metrics = st.Listen, st.Metrics
+			break
+		}
+		select {
+		case err := <-d.done:
+			t.Fatalf("xrnicd exited during start-up: %v\n%s", err, d.log.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("xrnicd not ready: %v %s\n%s", err, out, d.log.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	var rs []region
+	out, err := d.ctl(t, "region", "list", "-j")
+	if err != nil {
+		t.Fatalf("region list: %v", err)
+	}
+	if err := json.Unmarshal([]byte(out), &rs); err != nil {
+		t.Fatalf("region list -j: %v\n%s", err, out)
+	}
+	d.regions = map[string]region{}
+	for _, r := range rs {
+		d.regions[r.Name] = r
+	}
+	return d
+}
+
+// ctl runs xrnicctl against this daemon; err carries stderr.
+func (d *daemon) ctl(t *testing.T, args ...string) (string, error) {
+	t.Helper()
+	cmd := exec.Command(xrnicctl, append([]string{"--socket", d.socket, "--timeout", "5s"}, args...)...)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := cmd.Run(); err != nil {
+		return out.String(), fmt.Errorf("xrnicctl %s: %v: %s", strings.Join(args, " "), err, errb.String())
+	}
+	return out.String(), nil
+}
+
+func (d *daemon) mustCtl(t *testing.T, args ...string) string {
+	t.Helper()
+	out, err := d.ctl(t, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// atomic runs fetchadd or cmpswap with -j and returns the original value.
+func (d *daemon) atomic(t *testing.T, args ...string) uint64 {
+	t.Helper()
+	out := d.mustCtl(t, append(args, "-j")...)
+	var r struct {
+		Original string `json:"original"`
+	}
+	if err := json.Unmarshal([]byte(out), &r); err != nil || !regexp.MustCompile(`^0x[0-9a-f]{16}$`).MatchString(r.Original) {
+		t.Fatalf("%v: output %q", args, out)
+	}
+	v, _ := strconv.ParseUint(r.Original[2:], 16, 64)
+	return v
+}
+
+// word reads the 8-byte word at TO 0 of a region (host byte order, as the
+// atomics see it).
+func (d *daemon) word(t *testing.T, reg string, to int) uint64 {
+	t.Helper()
+	r := d.regions[reg]
+	out := d.mustCtl(t, "read", d.listen, r.STag, strconv.Itoa(to), "8", "-j")
+	var res struct {
+		Data string `json:"data"`
+	}
+	if err := json.Unmarshal([]byte(out), &res); err != nil {
+		t.Fatal(err)
+	}
+	b, err := hex.DecodeString(res.Data)
+	if err != nil || len(b) != 8 {
+		t.Fatalf("read data %q", res.Data)
+	}
+	return binary.NativeEndian.Uint64(b)
+}
+
+func (d *daemon) setWord(t *testing.T, reg string, to int, v uint64) {
+	t.Helper()
+	b := binary.NativeEndian.AppendUint64(nil, v)
+	d.mustCtl(t, "write", d.listen, d.regions[reg].STag, strconv.Itoa(to), hex.EncodeToString(b))
+}
+
+// scrape returns the samples of /metrics as name{labels} -> value.
+func scrape(t *testing.T, addr string) map[string]float64 {
+	t.Helper()
+	resp, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	m := map[string]float64{}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if line == "" || line[0] == '#' {
+			continue
+		}
+		i := strings.LastIndexByte(line, ' ')
+		v, err := strconv.ParseFloat(line[i+1:], 64)
+		if err != nil {
+			t.Fatalf("metrics line %q", line)
+		}
+		m[line[:i]] = v
+	}
+	return m
+}
+
+// sum adds the samples of family name whose labels include every pair.
+func sum(m map[string]float64, name string, pairs ...string) float64 {
+	var s float64
+	found := false
+outer:
+	for k, v := range m {
+		if k != name && !strings.HasPrefix(k, name+"{") {
+			continue
+		}
+		for i := 0; i+1 < len(pairs); i += 2 {
+			if !strings.Contains(k, pairs[i]+`="`+pairs[i+1]+`"`) {
+				continue outer
+			}
+		}
+		s += v
+		found = true
+	}
+	if !found {
+		return -1
+	}
+	return s
+}
+
+// TestIntegrationDaemon is the walk-through of deploy/README.md: xrnicd
+// with two regions on loopback, xrnicctl operations checked by value, the
+// metrics moving accordingly, a real Prometheus scraping the daemon, and a
+// clean SIGTERM.
+func TestIntegrationDaemon(t *testing.T) {
+	d := startDaemon(t, "--region", "counter:4K:rwa", "--region", "buf:64K:rw")
+	peer := d.listen
+	c, b := d.regions["counter"], d.regions["buf"]
+	if c.Length != 4096 || c.Access != "rwa" || c.TO != "0x0000000000000000" || !regexp.MustCompile(`^0x[0-9a-f]{8}$`).MatchString(c.STag) ||
+		b.Length != 65536 || b.Access != "rw" {
+		t.Fatalf("regions %+v", d.regions)
+	}
+	before := scrape(t, d.metrics)
+
+	// probe: FetchAdd of 0 to the counter, and to STag 0 (refused, which
+	// still proves the peer parsed the RFC 7306 request).
+	if out := d.mustCtl(t, "probe", peer, c.STag, "0"); !strings.HasPrefix(out, "supported") {
+		t.Fatalf("probe: %q", out)
+	}
+	out := d.mustCtl(t, "probe", peer, "-j")
+	var pr struct {
+		Supported bool   `json:"supported"`
+		Terminate string `json:"terminate"`
+	}
+	if json.Unmarshal([]byte(out), &pr); !pr.Supported || !strings.Contains(pr.Terminate, "invalid STag") {
+		t.Fatalf("probe of STag 0: %q", out)
+	}
+
+	// Masked FetchAdd: two 32-bit counters in one word (carry stops at bit
+	// 31 and 63): the low half wraps without carrying into the high half.
+	d.setWord(t, "counter", 0, 0x00000001_ffffffff)
+	if got := d.atomic(t, "fetchadd", peer, c.STag, "0", "0x0000000100000001", "--mask", "0x8000000080000000"); got != 0x00000001_ffffffff {
+		t.Fatalf("masked fetchadd original %#x", got)
+	}
+	if w := d.word(t, "counter", 0); w != 0x00000002_00000000 {
+		t.Fatalf("after masked fetchadd: %#x", w)
+	}
+	// Plain FetchAdd, decimal and a negative ADD.
+	if got := d.atomic(t, "fetchadd", peer, c.STag, "8", "5"); got != 0 {
+		t.Fatalf("fetchadd original %d", got)
+	}
+	if got := d.atomic(t, "fetchadd", peer, c.STag, "8", "-2"); got != 5 {
+		t.Fatalf("fetchadd original %d", got)
+	}
+	if w := d.word(t, "counter", 8); w != 3 {
+		t.Fatalf("counter %d", w)
+	}
+	// CmpSwap: a miss leaves the word, a hit swaps, a masked one swaps
+	// only the bits of the swap mask when the masked compare matches.
+	if got := d.atomic(t, "cmpswap", peer, c.STag, "8", "4", "100"); got != 3 {
+		t.Fatalf("cmpswap miss original %d", got)
+	}
+	if got := d.atomic(t, "cmpswap", peer, c.STag, "8", "3", "42"); got != 3 {
+		t.Fatalf("cmpswap original %d", got)
+	}
+	if got := d.atomic(t, "cmpswap", peer, c.STag, "0x8", "0x12a", "0xab00", "--compare-mask", "0xff", "--swap-mask", "0xff00"); got != 42 {
+		t.Fatalf("masked cmpswap original %d", got)
+	}
+	if w := d.word(t, "counter", 8); w != 0xab2a {
+		t.Fatalf("after masked cmpswap: %#x", w)
+	}
+	// Write and Read.
+	d.mustCtl(t, "write", peer, b.STag, "0x100", "00112233445566778899")
+	out = d.mustCtl(t, "read", peer, b.STag, "0xfe", "14")
+	if strings.TrimSpace(out) != "000000112233445566778899"+"0000" {
+		t.Fatalf("read: %q", out)
+	}
+	// Send, Immediate Data, Write with Immediate.
+	d.mustCtl(t, "send", peer, "hello", "daemon")
+	d.mustCtl(t, "imm", peer, "0x1234")
+	d.mustCtl(t, "imm", peer, "7", "--write", b.STag, "0", "cafe")
+	if out := d.mustCtl(t, "read", peer, b.STag, "0", "2"); strings.TrimSpace(out) != "cafe" {
+		t.Fatalf("write-with-immediate data: %q", out)
+	}
+
+	// Errors exit non-zero with the status and the Terminate in words.
+	_, err := d.ctl(t, "fetchadd", peer, b.STag, "0", "1")
+	if err == nil || !strings.Contains(err.Error(), "exit status 1") || !strings.Contains(err.Error(), "remote access error") ||
+		!strings.Contains(err.Error(), "Terminate RDMAP/0x1/0x02 access rights violation") {
+		t.Fatalf("fetchadd without atomic access: %v", err)
+	}
+	_, err = d.ctl(t, "read", peer, c.STag, "4090", "8")
+	if err == nil || !strings.Contains(err.Error(), "base or bounds") {
+		t.Fatalf("read out of bounds: %v", err)
+	}
+	if _, err := d.ctl(t, "fetchadd", peer, c.STag, "zero", "1"); err == nil || !strings.Contains(err.Error(), "exit status 2") {
+		t.Fatalf("usage error: %v", err)
+	}
+
+	// The metrics moved accordingly (the daemon's counters lag its
+	// responses by nothing: they are counted before the response is sent).
+	waitFor(t, "metrics", func() string {
+		after := scrape(t, d.metrics)
+		checks := []struct {
+			name  string
+			pairs []string
+			want  float64
+		}{
+			{"xrnic_atomics_total", []string{"operation", "fetch_add", "result", "ok"}, 4}, // probe + 3
+			{"xrnic_atomics_total", []string{"operation", "cmp_swap", "result", "matched"}, 2},
+			{"xrnic_atomics_total", []string{"operation", "cmp_swap", "result", "not_matched"}, 1},
+			{"xrnic_atomic_errors_total", []string{"reason", "invalid_stag"}, 1},
+			{"xrnic_atomic_errors_total", []string{"reason", "access"}, 1},
+			{"xrnic_terminates_total", []string{"direction", "sent"}, 3},
+			{"xrnic_rdmap_messages_total", []string{"direction", "rx", "opcode", "atomic_request"}, 9},
+			{"xrnic_rdmap_messages_total", []string{"direction", "rx", "opcode", "write"}, 3},
+			{"xrnic_rdmap_messages_total", []string{"direction", "tx", "opcode", "read_response"}, 5},
+			{"xrnic_sink_messages_total", []string{"kind", "send"}, 1},
+			{"xrnic_sink_messages_total", []string{"kind", "immediate"}, 1},
+			{"xrnic_sink_messages_total", []string{"kind", "write_immediate"}, 1},
+			{"xrnic_sink_bytes_total", []string{"kind", "send"}, float64(len("hello daemon"))},
+			{"xrnic_completion_latency_seconds_count", []string{"queue", "recv"}, 3},
+		}
+		for _, c := range checks {
+			if got := sum(after, c.name, c.pairs...) - max(sum(before, c.name, c.pairs...), 0); got != c.want {
+				return fmt.Sprintf("%s%v grew by %v, want %v", c.name, c.pairs, got, c.want)
+			}
+		}
+		if n := sum(after, "xrnic_registered_memory_bytes"); n != 4096+65536 {
+			return fmt.Sprintf("registered bytes %v", n)
+		}
+		if n := sum(after, "xrnic_mpa_negotiations_total", "outcome", "accepted"); n < 18 {
+			return fmt.Sprintf("accepted MPA negotiations %v", n)
+		}
+		if n := sum(after, "xrnic_qps", "state", "RTS"); n != 0 {
+			return fmt.Sprintf("QPs in RTS after every xrnicctl exited: %v", n)
+		}
+		return ""
+	})
+
+	t.Run("prometheus", func(t *testing.T) { testPrometheus(t, d) })
+	t.Run("dashboard", func(t *testing.T) { testDashboard(t, scrape(t, d.metrics)) })
+
+	// SIGTERM: exit 0, the socket file is gone, no XDP program on lo.
+	d.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case err := <-d.done:
+		if err != nil {
+			t.Fatalf("xrnicd after SIGTERM: %v\n%s", err, d.log.String())
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatalf("xrnicd did not exit after SIGTERM\n%s", d.log.String())
+	}
+	if _, err := os.Stat(d.socket); !os.IsNotExist(err) {
+		t.Errorf("control socket left behind: %v", err)
+	}
+	if !strings.Contains(d.log.String(), "xrnicd stopped") {
+		t.Errorf("no orderly stop in the log")
+	}
+	if out, err := exec.Command("ip", "link", "show", "lo").CombinedOutput(); err == nil && strings.Contains(string(out), "xdp") {
+		t.Errorf("XDP program left on lo: %s", out)
+	}
+}
+
+func waitFor(t *testing.T, what string, f func() string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		msg := f()
+		if msg == "" {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: %s", what, msg)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+func freePort(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// promQuery returns the single value of an instant query, or an error
+// message.
+func promQuery(addr, q string) (float64, string) {
+	resp, err := http.Get("http://" + addr + "/api/v1/query?query=" + url.QueryEscape(q))
+	if err != nil {
+		return 0, err.Error()
+	}
+	defer resp.Body.Close()
+	var r struct {
+		Status string `json:"status"`
+		Data   struct {
+			Result []struct {
+				Value [2]any `json:"value"`
+			} `json:"result"`
+		} `json:"data"`
+	}
+	body, _ := io.ReadAll(resp.Body)
+	if err := json.Unmarshal(body, &r); err != nil || r.Status != "success" {
+		return 0, "query " + q + ": " + string(body)
+	}
+	if len(r.Data.Result) != 1 {
+		return 0, fmt.Sprintf("query %s: %d results", q, len(r.Data.Result))
+	}
+	s, _ := r.Data.Result[0].Value[1].(string)
+	v, err := strconv.ParseFloat(s, 64)
+	if err != nil {
+		return 0, err.Error()
+	}
+	return v, ""
+}
+
+// testPrometheus runs Debian's prometheus on loopback with deploy's scrape
+// config (pointed at the daemon) and sees the atomic counter grow.
+func testPrometheus(t *testing.T, d *daemon) {
+	prom, err := exec.LookPath("prometheus")
+	if err != nil {
+		t.Skip("prometheus not installed (Debian: apt-get install prometheus; .ci/run installs it)")
+	}
+	dir := t.TempDir()
+	cfg, err := os.ReadFile("prometheus/prometheus.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := strings.Replace(string(cfg), "'127.0.0.1:9736'", "'"+d.metrics+"'", 1)
+	s = strings.Replace(s, "scrape_interval: 15s", "scrape_interval: 1s", 1)
+	if s == string(cfg) {
+		t.Fatal("prometheus.yml: default target or interval not found")
+	}
+	rules, _ := os.ReadFile("prometheus/xrnic.rules.yml")
+	os.WriteFile(filepath.Join(dir, "prometheus.yml"), []byte(s), 0o644)
+	os.WriteFile(filepath.Join(dir, "xrnic.rules.yml"), rules, 0o644)
+	web := freePort(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	cmd := exec.CommandContext(ctx, prom, "--config.file="+filepath.Join(dir, "prometheus.yml"),
+		"--storage.tsdb.path="+filepath.Join(dir, "data"), "--web.listen-address="+web, "--log.level=warn")
+	log := &syncBuf{}
+	cmd.Stdout, cmd.Stderr = log, log
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		cancel()
+		cmd.Wait()
+		if t.Failed() {
+			t.Logf("prometheus log:\n%s", log.String())
+		}
+	}()
+	q := `sum(xrnic_atomics_total{job="xrnicd",operation="fetch_add"})`
+	var base float64
+	waitFor(t, "prometheus scrape", func() string {
+		if v, msg := promQuery(web, `up{job="xrnicd"}`); msg != "" || v != 1 {
+			return fmt.Sprintf("up=%v %s", v, msg)
+		}
+		v, msg := promQuery(web, q)
+		base = v
+		if msg != "" || v < 4 {
+			return fmt.Sprintf("fetch_add=%v %s", v, msg)
+		}
+		return ""
+	})
+	for range 3 {
+		d.atomic(t, "fetchadd", d.listen, d.regions["counter"].STag, "16", "1")
+	}
+	waitFor(t, "counter growth in prometheus", func() string {
+		v, msg := promQuery(web, q)
+		if msg != "" || v != base+3 {
+			return fmt.Sprintf("fetch_add=%v (base %v) %s", v, base, msg)
+		}
+		return ""
+	})
+}
+
+var metricName = regexp.MustCompile(`\b(xrnic_[a-z0-9_]+|go_[a-z0-9_]+|process_[a-z0-9_]+|up)\b`)
+
+// testDashboard checks that every metric the Grafana dashboard queries is
+// exported by the daemon (histogram queries name the _bucket series).
+func testDashboard(t *testing.T, exported map[string]float64) {
+	b, err := os.ReadFile("grafana/xrnic-dashboard.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dash struct {
+		Panels []struct {
+			Title   string `json:"title"`
+			Targets []struct {
+				Expr string `json:"expr"`
+			} `json:"targets"`
+		} `json:"panels"`
+		Templating struct {
+			List []struct {
+				Definition string `json:"definition"`
+			} `json:"list"`
+		} `json:"templating"`
+	}
+	if err := json.Unmarshal(b, &dash); err != nil {
+		t.Fatal(err)
+	}
+	names := map[string]bool{"up": true} // added by Prometheus itself
+	for k := range exported {
+		if i := strings.IndexByte(k, '{'); i >= 0 {
+			k = k[:i]
+		}
+		names[k] = true
+	}
+	var exprs []string
+	for _, p := range dash.Panels {
+		if len(p.Targets) == 0 {
+			t.Errorf("panel %q has no query", p.Title)
+		}
+		for _, tg := range p.Targets {
+			exprs = append(exprs, tg.Expr)
+		}
+	}
+	for _, v := range dash.Templating.List {
+		exprs = append(exprs, v.Definition)
+	}
+	checked := 0
+	for _, e := range exprs {
+		for _, n := range metricName.FindAllString(e, -1) {
+			checked++
+			if !names[n] {
+				t.Errorf("dashboard queries %s, which the daemon does not export (in %q)", n, e)
+			}
+		}
+	}
+	if checked < 20 {
+		t.Fatalf("only %d metric names found in the dashboard", checked)
+	}
+}
+
+// TestPromtool checks the scrape config and rules and runs the rule unit
+// tests.
+func TestPromtool(t *testing.T) {
+	promtool, err := exec.LookPath("promtool")
+	if err != nil {
+		t.Skip("promtool not installed (Debian: apt-get install prometheus; .ci/run installs it)")
+	}
+	for _, args := range [][]string{
+		{"check", "config", "prometheus.yml"},
+		{"check", "rules", "xrnic.rules.yml"},
+		{"test", "rules", "xrnic.rules.test.yml"},
+	} {
+		cmd := exec.Command(promtool, args...)
+		cmd.Dir = "prometheus"
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Errorf("promtool %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+	}
+}
