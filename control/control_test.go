@@ -369,3 +369,39 @@ func TestDefaultPolicy(t *testing.T) {
 		}
 	}
 }
+
+// TestDeviceSourcesKernel: a kernel-transport device has no TCP or XDP
+// source, so those families are absent from its metrics.
+func TestDeviceSourcesKernel(t *testing.T) {
+	dev, err := datapath.Open(datapath.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dev.Close()
+	tcp, xdp := DeviceSources(dev, "eth0")
+	if tcp != nil || xdp != nil {
+		t.Fatalf("kernel device sources %v %v", tcp, xdp)
+	}
+}
+
+// TestTCPWithoutRTT: a TCP source without RTT samples exports the
+// counters and no RTT histogram.
+func TestTCPWithoutRTT(t *testing.T) {
+	ch := make(chan prometheus.Metric, 16)
+	collectTCP(ch, noRTT{})
+	close(ch)
+	n := 0
+	for m := range ch {
+		if strings.Contains(m.Desc().String(), "rtt") {
+			t.Fatalf("RTT histogram exported without samples: %v", m.Desc())
+		}
+		n++
+	}
+	if n != 5 {
+		t.Fatalf("%d metrics, want 5 (segments in/out, retransmits, RTO, out of order)", n)
+	}
+}
+
+type noRTT struct{}
+
+func (noRTT) TCPStats() TCPStats { return TCPStats{SegmentsIn: 1, SegmentsOut: 2} }

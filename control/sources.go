@@ -94,6 +94,9 @@ func collectTCP(ch chan<- prometheus.Metric, src TCPSource) {
 	counter(ch, descTCPRetrans, t.Retransmits)
 	counter(ch, descTCPRTO, t.RTOEvents)
 	counter(ch, descTCPOOO, t.OutOfOrder)
+	if len(t.RTTBounds) == 0 {
+		return // no RTT samples recorded by this source
+	}
 	buckets := make(map[float64]uint64, len(t.RTTBounds))
 	for i, b := range t.RTTBounds {
 		if i < len(t.RTTBuckets) {

@@ -326,6 +326,7 @@ func (qp *QP) establish(llp LLP, info ConnInfo, rtr mpa.RTR) error {
 	if il, ok := llp.(inlineLLP); ok {
 		qp.txKick = il.startInline(qp)
 	}
+	qp.txStarted = true
 	qp.wg.Add(1)
 	go qp.runTx()
 	if pl, ok := llp.(PushLLP); ok {
@@ -612,6 +613,19 @@ func (r *ConnRequest) Reject(privateData []byte) error {
 	}
 	r.llp.Close()
 	return err
+}
+
+// RemoteAddr returns the initiator's address and port (a *net.TCPAddr), or
+// nil when the LLP does not know it.
+func (r *ConnRequest) RemoteAddr() net.Addr {
+	switch l := r.llp.(type) {
+	case *xconn:
+		a := l.flow.RemoteIP
+		return &net.TCPAddr{IP: net.IPv4(a[0], a[1], a[2], a[3]), Port: int(l.flow.RemotePort)}
+	case interface{ RemoteAddr() net.Addr }:
+		return l.RemoteAddr()
+	}
+	return nil
 }
 
 // Close drops a request that was neither accepted nor rejected.

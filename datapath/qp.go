@@ -148,6 +148,7 @@ type QP struct {
 	firstErr     *term.Error
 	closeStarted bool
 	rxStopped    bool
+	txStarted    bool // runTx was started (establish)
 
 	// rx state (under mu)
 	recvMSN     uint32 // expected QN 0 MSN
@@ -173,6 +174,10 @@ type QP struct {
 	doorbell chan struct{}
 	stop     chan struct{}
 	rxExit   chan struct{}
+	// txEnded is closed by runTx once the stream's end is on its way: the
+	// Terminate (if any) written and the LLP half-closed, or tx stopped.
+	txEnded  chan struct{}
+	txEndSet bool // owned by runTx
 	wg       sync.WaitGroup
 	closing  atomic.Bool
 	// txKick, when set (an inline LLP, poll.go), asks the LLP's owner
@@ -229,7 +234,7 @@ func (d *Device) CreateQP(a QPAttr) (*QP, error) {
 		rq: make([]rqEntry, rq), rqSGE: make([]SGE, rq*max(a.MaxSGE, 1)),
 		ordQ: make([]uint32, a.MaxORD+1), irdQ: make([]irdEntry, a.MaxIRD+1),
 		sendMSN: 1, reqMSN: 1, atomRespMSN: 1, recvMSN: 1, inReqMSN: 1, atomRespExp: 1,
-		doorbell: make(chan struct{}, 1), stop: make(chan struct{}), rxExit: make(chan struct{}),
+		doorbell: make(chan struct{}, 1), stop: make(chan struct{}), rxExit: make(chan struct{}), txEnded: make(chan struct{}),
 	}
 	qp.rq = qp.rq[:a.RQDepth]
 	qp.stats.init()
@@ -556,6 +561,20 @@ func (qp *QP) Close() error {
 		qp.disconnect(time.Now().Add(qp.dev.cfg.ConnTimeout))
 	}
 	qp.mu.Lock()
+	if qp.state == QPError && qp.txStarted {
+		// A QP in error: tx sends the Terminate as the last FPDU and
+		// half-closes. Let it finish before the LLP is closed under it,
+		// so the peer gets the Terminate rather than a lost connection
+		// (bounded by ConnTimeout: a stalled LLP does not hold Close).
+		qp.mu.Unlock()
+		t := time.NewTimer(qp.dev.cfg.ConnTimeout)
+		select {
+		case <-qp.txEnded:
+		case <-t.C:
+		}
+		t.Stop()
+		qp.mu.Lock()
+	}
 	if qp.state != QPError {
 		qp.state = QPError
 	}

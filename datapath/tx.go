@@ -20,6 +20,7 @@ const (
 // the Terminate last and then shuts the stream down.
 func (qp *QP) runTx() {
 	defer qp.wg.Done()
+	defer qp.endTx()
 	for {
 		select {
 		case <-qp.doorbell:
@@ -53,6 +54,7 @@ func (qp *QP) runTx() {
 				qp.txDone = true
 				qp.mu.Unlock()
 				qp.llp.CloseWrite()
+				qp.endTx()
 				return
 			}
 			if !qp.txOpen || qp.txKick != nil {
@@ -89,6 +91,7 @@ func (qp *QP) runTx() {
 // our Terminate and FIN, wait (bounded) for the peer's FIN, then close.
 func (qp *QP) shutdownLLP() {
 	qp.llp.CloseWrite()
+	qp.endTx()
 	t := time.NewTimer(qp.dev.cfg.ConnTimeout)
 	select {
 	case <-qp.rxExit:
@@ -97,6 +100,15 @@ func (qp *QP) shutdownLLP() {
 	}
 	t.Stop()
 	qp.llp.Close()
+}
+
+// endTx tells Close that the end of the stream (Terminate, half-close) has
+// been handed to the LLP (tx goroutine only).
+func (qp *QP) endTx() {
+	if !qp.txEndSet {
+		qp.txEndSet = true
+		close(qp.txEnded)
+	}
 }
 
 func (qp *QP) markWrittenLocked() {

@@ -3,6 +3,8 @@ package verbs
 import (
 	"errors"
 	"fmt"
+	"log/slog"
+	"net/netip"
 	"sync"
 	"time"
 )
@@ -27,14 +29,24 @@ var (
 	ErrNoAtomics     = errors.New("verbs: peer does not support RFC 7306 atomics")
 	ErrRejected      = errors.New("verbs: connection rejected by the peer")
 	ErrAccessLocalWr = errors.New("verbs: remote write and remote atomic access require AccessLocalWrite (as in ibv_reg_mr)")
+
+	// Open errors of the "afxdp" transport (wrapped with the details and
+	// what to do).
+	ErrPrivileges  = errors.New("verbs: not permitted")
+	ErrNoInterface = errors.New("verbs: no such network interface")
+	ErrXDPAttach   = errors.New("verbs: XDP attach refused")
 )
 
 // DeviceConfig configures Open. Zero fields take the defaults shown.
 type DeviceConfig struct {
 	// Transport is the lower layer: "kernel" (default: kernel TCP sockets,
-	// no privileges needed). "afxdp" (the user-space TCP over AF_XDP) is
-	// reserved and not available yet.
+	// no privileges needed) or "afxdp" (kernel bypass: the user-space TCP
+	// over AF_XDP sockets on XDP.Iface, with an XDP program steering our
+	// flows to them; needs root, or CAP_NET_ADMIN, CAP_BPF and CAP_NET_RAW,
+	// plus CAP_IPC_LOCK or a high RLIMIT_MEMLOCK).
 	Transport string
+	// XDP configures the "afxdp" transport (ignored by "kernel").
+	XDP XDPConfig
 
 	MaxQPs     int    // 1024
 	MaxWR      int    // per queue, 4096
@@ -50,13 +62,60 @@ type DeviceConfig struct {
 	ConnTimeout time.Duration
 }
 
+// XDPConfig configures the "afxdp" transport. Only Iface is required.
+//
+// Open attaches the steering program to Iface and opens one AF_XDP socket
+// per queue. Everything else on the interface stays the kernel's: its
+// address, ARP, routes and every flow that is not ours (the program passes
+// them). Close detaches the program; a program left attached by a crashed
+// process is recognised and replaced at the next Open.
+//
+// The device's network namespace is that of the thread calling Open, and
+// Listen and Dial of a kernel-transport device use the calling thread's
+// namespace too: a program juggling namespaces locks its goroutine to a
+// thread (runtime.LockOSThread) around these calls.
+type XDPConfig struct {
+	// Iface is the network device, e.g. "eth0" (`ip link` lists them).
+	Iface string
+	// Queues is the number of receive queues served, 0..Queues-1
+	// (default 1). Connect uses queue 0; keep one combined channel
+	// (`ethtool -L IF combined 1`) or steer the flows there.
+	Queues int
+	// Mode is the XDP attach mode: "auto" (default: native, falling back
+	// to generic where the driver refuses, always generic on veth),
+	// "native" or "generic".
+	Mode string
+	// Addr is our IPv4 address on Iface (default: its first one).
+	Addr netip.Addr
+	// MTU caps the interface's MTU for our segments (0: the interface's).
+	MTU int
+	// Logger receives the transport's control-path events: the attach
+	// mode chosen, a stale attachment replaced (nil: slog.Default()).
+	Logger *slog.Logger
+}
+
+// XDPAttributes describe the afxdp transport of an open device.
+type XDPAttributes struct {
+	Iface    string
+	Ifindex  int
+	Addr     netip.Addr
+	MTU      int
+	Queues   int
+	Mode     string // "native" or "generic": what was attached
+	Reason   string // why the mode differs from the one asked, if it does
+	ZeroCopy bool   // AF_XDP zero-copy (else copy mode)
+	Replaced string // a stale xrnic attachment found and replaced, if any
+}
+
 // Attributes describe a device (ibv_device_attr plus the iWARP specifics).
 type Attributes struct {
 	Transport string // "iWARP"
-	LLP       string // the DeviceConfig.Transport in use: "kernel"
-	MPARev    uint8  // MPA revision Dial uses by default (2: RFC 6581)
-	CRC       bool   // MPA CRC on by default (RFC 5044 §4.4)
-	Markers   bool   // MPA markers can be generated and accepted
+	LLP       string // the DeviceConfig.Transport in use: "kernel" or "afxdp"
+	// XDP describes the afxdp transport (nil over "kernel").
+	XDP     *XDPAttributes
+	MPARev  uint8 // MPA revision Dial uses by default (2: RFC 6581)
+	CRC     bool  // MPA CRC on by default (RFC 5044 §4.4)
+	Markers bool  // MPA markers can be generated and accepted
 
 	MaxQPs     int
 	MaxWR      int // per queue (max_qp_wr)
@@ -96,7 +155,7 @@ func Open(cfg DeviceConfig) (*Device, error) {
 	case "", "kernel":
 		p, err = openKernel(cfg)
 	case "afxdp":
-		return nil, fmt.Errorf("verbs: transport %q is not available yet (use \"kernel\"): %w", cfg.Transport, ErrNotSupported)
+		p, err = openAFXDP(cfg)
 	default:
 		return nil, fmt.Errorf("verbs: unknown transport %q (want \"kernel\" or \"afxdp\"): %w", cfg.Transport, ErrNotSupported)
 	}

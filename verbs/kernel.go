@@ -11,33 +11,44 @@ import (
 	"xrnic/mem"
 )
 
-// The "kernel" provider: the datapath engine in this process, over kernel
-// TCP sockets. It converts verbs values to engine values and back, field
-// by field, into per-object scratch space (no allocation per WR or
-// completion).
+// The engine provider: the datapath engine in this process, over kernel
+// TCP sockets ("kernel") or the user-space TCP over AF_XDP ("afxdp", see
+// afxdp.go; the engine hides the difference). It converts verbs values to
+// engine values and back, field by field, into per-object scratch space
+// (no allocation per WR or completion).
 
 type kernelDev struct {
-	d *datapath.Device
+	d   *datapath.Device
+	llp string         // "kernel" or "afxdp"
+	xdp *XDPAttributes // afxdp only
+}
+
+func engineConfig(cfg DeviceConfig) datapath.Config {
+	return datapath.Config{
+		MaxQPs: cfg.MaxQPs, MaxWR: cfg.MaxWR, MaxSGE: cfg.MaxSGE, MaxCQE: cfg.MaxCQE, MaxMR: cfg.MaxMR,
+		MaxORD: cfg.MaxORD, MaxIRD: cfg.MaxIRD, MaxMsgSize: cfg.MaxMsgSize, ConnTimeout: cfg.ConnTimeout,
+	}
 }
 
 func openKernel(cfg DeviceConfig) (provider, error) {
-	d, err := datapath.Open(datapath.Config{
-		MaxQPs: cfg.MaxQPs, MaxWR: cfg.MaxWR, MaxSGE: cfg.MaxSGE, MaxCQE: cfg.MaxCQE, MaxMR: cfg.MaxMR,
-		MaxORD: cfg.MaxORD, MaxIRD: cfg.MaxIRD, MaxMsgSize: cfg.MaxMsgSize, ConnTimeout: cfg.ConnTimeout,
-	})
+	d, err := datapath.Open(engineConfig(cfg))
 	if err != nil {
 		return nil, fmt.Errorf("verbs: open device: %w", err)
 	}
-	return &kernelDev{d: d}, nil
+	return &kernelDev{d: d, llp: "kernel"}, nil
 }
 
 func (k *kernelDev) attributes() Attributes {
 	a := k.d.Attributes()
 	out := Attributes{
-		Transport: a.Transport, LLP: "kernel", MPARev: a.MPARev, CRC: a.CRC, Markers: a.Markers,
+		Transport: a.Transport, LLP: k.llp, MPARev: a.MPARev, CRC: a.CRC, Markers: a.Markers,
 		MaxQPs: a.MaxQPs, MaxWR: a.MaxWR, MaxSGE: a.MaxSGE, MaxCQE: a.MaxCQE, MaxMR: a.MaxMR,
 		MaxORD: a.MaxORD, MaxIRD: a.MaxIRD, MaxMsgSize: a.MaxMsgSize,
 		MaskedAtomics: a.MaskedAtomics, ImmediateData: true,
+	}
+	if k.xdp != nil {
+		x := *k.xdp
+		out.XDP = &x
 	}
 	switch a.AtomicScope {
 	case atomics.ScopeGlobal:

@@ -14,8 +14,9 @@
 // PEER is HOST:PORT (xrnicd listens on 7306 by default). Numbers are decimal
 // or 0x-hex (ADD may be negative: two's complement). -j prints JSON,
 // otherwise aligned text. Remote operations use the kernel transport by
-// default (--transport afxdp --iface IF is refused until the AF_XDP datapath
-// lands). Errors exit 1 with the completion status and the Terminate in
+// default; --transport afxdp --iface IF runs them over AF_XDP and the
+// user-space TCP (root or CAP_NET_ADMIN, CAP_BPF, CAP_NET_RAW; the XDP
+// program is attached to IF for the command's lifetime). Errors exit 1 with the completion status and the Terminate in
 // words; usage errors exit 2.
 package main
 

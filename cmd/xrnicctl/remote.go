@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"xrnic/datapath"
@@ -11,9 +12,6 @@ import (
 	"xrnic/wire/mpa"
 	"xrnic/wire/term"
 )
-
-// errAFXDPUnavailable mirrors xrnicd's refusal of the afxdp transport.
-var errAFXDPUnavailable = errors.New("the afxdp transport is not yet available in this build (the AF_XDP datapath is not wired into the engine yet); use --transport kernel (the default)")
 
 // connOpts are the connection options of one-shot remote operations.
 type connOpts struct {
@@ -55,17 +53,26 @@ func (e *opError) Error() string {
 // dial opens a device with a local buffer of bufLen bytes and connects a QP
 // to peer (HOST:PORT) as MPA initiator.
 func dial(ctx context.Context, peer string, bufLen int, o connOpts) (*session, error) {
+	cfg := datapath.Config{MaxQPs: 1, ConnTimeout: o.Timeout}
 	switch o.Transport {
 	case "", "kernel":
 	case "afxdp":
+		// The whole afxdp transport for one operation: the XDP program is
+		// attached to --iface for the command's lifetime and detached at
+		// the end (one XDP program per interface: not beside an xrnicd on
+		// afxdp on the same interface).
 		if o.Iface == "" {
 			return nil, errors.New("--transport afxdp needs --iface")
 		}
-		return nil, errAFXDPUnavailable
+		if err := datapath.XDPPrivileges(); err != nil {
+			return nil, err
+		}
+		cfg.Transport = datapath.TransportAFXDP
+		cfg.XDP = datapath.XDPConfig{Iface: o.Iface, Logger: slog.New(slog.DiscardHandler)}
 	default:
 		return nil, fmt.Errorf("--transport %q: want kernel or afxdp", o.Transport)
 	}
-	dev, err := datapath.Open(datapath.Config{MaxQPs: 1, ConnTimeout: o.Timeout})
+	dev, err := datapath.Open(cfg)
 	if err != nil {
 		return nil, err
 	}

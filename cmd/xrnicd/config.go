@@ -39,6 +39,8 @@ type config struct {
 	ConfigFile     string
 	Transport      string
 	Iface          string
+	XDPMode        string
+	Queues         int
 	Listen         string
 	Metrics        string
 	Socket         string
@@ -84,7 +86,9 @@ func newFlagSet(c *config, out io.Writer) *flag.FlagSet {
 	fs.SetOutput(out)
 	fs.StringVar(&c.ConfigFile, "config", "", "config `file`: one option per line, \"key value\" (keys as the flags, without --; repeat repeatable keys; # comments); flags given on the command line win")
 	fs.StringVar(&c.Transport, "transport", "", "`kernel|afxdp` (default: afxdp when --iface is given and the host allows it, else kernel; the choice is logged)")
-	fs.StringVar(&c.Iface, "iface", "", "network `interface` for the afxdp transport")
+	fs.StringVar(&c.Iface, "iface", "", "network `interface` for the afxdp transport (its IPv4 address is the one served; also selects afxdp by default)")
+	fs.StringVar(&c.XDPMode, "xdp-mode", "auto", "afxdp: XDP attach `mode`: auto (native, generic where the driver refuses and on veth), native or generic")
+	fs.IntVar(&c.Queues, "queues", 1, "afxdp: receive `queues` served, 0..N-1 (one AF_XDP socket and poll loop each)")
 	fs.StringVar(&c.Listen, "listen", DefaultListen, "MPA listen `HOST:PORT` (7306: no IANA port exists for iWARP MPA; 7306 recalls RFC 7306)")
 	fs.StringVar(&c.Metrics, "metrics", DefaultMetrics, "HTTP `HOST:PORT` for /metrics, /healthz, /readyz (\"off\" disables)")
 	fs.StringVar(&c.Socket, "socket", DefaultSocket, "control socket `path` (mode 0660; xrnicctl talks to it)")
@@ -298,6 +302,14 @@ func (c *config) validate() error {
 	case "any", "1", "2":
 	default:
 		return errors.New("--mpa-rev: want any, 1 or 2")
+	}
+	switch c.XDPMode {
+	case "", "auto", "native", "generic":
+	default:
+		return errors.New("--xdp-mode: want auto, native or generic")
+	}
+	if c.Queues < 0 {
+		return errors.New("--queues: at least 1")
 	}
 	switch c.LogFormat {
 	case "text", "json":

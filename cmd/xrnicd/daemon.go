@@ -21,32 +21,49 @@ import (
 	"xrnic/wire/term"
 )
 
-// errAFXDPUnavailable is the answer to --transport afxdp until the AF_XDP
-// datapath is wired into the engine.
-var errAFXDPUnavailable = errors.New("the afxdp transport is not yet available in this build (the AF_XDP datapath is not wired into the engine yet); run with --transport kernel, which needs no privileges")
-
-// chooseTransport resolves --transport and says why.
-func chooseTransport(c *config) (transport, reason string, err error) {
+// chooseTransport resolves --transport and says why. An afxdp chosen by
+// default (not asked for) may still fall back to kernel in start when the
+// interface refuses it; auto reports that case.
+func chooseTransport(c *config) (transport, reason string, auto bool, err error) {
 	if c.Iface != "" {
 		if _, err := net.InterfaceByName(c.Iface); err != nil {
-			return "", "", fmt.Errorf("--iface %s: unknown interface (`ip link` lists them): %w", c.Iface, err)
+			return "", "", false, fmt.Errorf("--iface %s: unknown interface (`ip link` lists them): %w", c.Iface, err)
 		}
 	}
 	switch c.Transport {
 	case "kernel":
-		return "kernel", "asked with --transport kernel", nil
+		return "kernel", "asked with --transport kernel", false, nil
 	case "afxdp":
 		if c.Iface == "" {
-			return "", "", errors.New("--transport afxdp needs --iface (the interface whose queues xrnicd takes over)")
+			return "", "", false, errors.New("--transport afxdp needs --iface (the interface whose queues xrnicd takes over)")
 		}
-		return "", "", errAFXDPUnavailable
+		if err := afxdpAllowed(c); err != nil {
+			return "", "", false, fmt.Errorf("--transport afxdp: %w", err)
+		}
+		return "afxdp", "asked with --transport afxdp --iface " + c.Iface, false, nil
 	case "":
-		if c.Iface != "" {
-			return "kernel", "afxdp would be chosen for --iface " + c.Iface + " but is not yet available in this build", nil
+		if c.Iface == "" {
+			return "kernel", "no --iface given", false, nil
 		}
-		return "kernel", "no --iface given", nil
+		if err := afxdpAllowed(c); err != nil {
+			return "kernel", "--iface " + c.Iface + " given but this process may not use afxdp: " + err.Error(), false, nil
+		}
+		return "afxdp", "--iface " + c.Iface + " given and the process has the privileges (root or CAP_NET_ADMIN, CAP_BPF, CAP_NET_RAW)", true, nil
 	}
-	return "", "", fmt.Errorf("--transport %q: want kernel or afxdp", c.Transport)
+	return "", "", false, fmt.Errorf("--transport %q: want kernel or afxdp", c.Transport)
+}
+
+// afxdpAllowed checks the privileges and the locked-memory limit the afxdp
+// transport needs.
+func afxdpAllowed(c *config) error {
+	if err := datapath.XDPPrivileges(); err != nil {
+		return err
+	}
+	return datapath.XDPMemlock(xdpConfig(c, nil))
+}
+
+func xdpConfig(c *config, log *slog.Logger) datapath.XDPConfig {
+	return datapath.XDPConfig{Iface: c.Iface, Queues: c.Queues, Mode: c.XDPMode, Logger: log}
 }
 
 type region struct {
@@ -64,7 +81,8 @@ type daemon struct {
 	state *control.State
 
 	regions []region
-	ln      net.Listener
+	ln      net.Listener       // kernel transport
+	xln     *datapath.Listener // afxdp transport
 	httpSrv *http.Server
 	httpLn  net.Listener
 	sock    *control.SocketServer
@@ -89,11 +107,10 @@ func startError(what string, err error) error {
 
 // start brings the daemon up; on error everything acquired is released.
 func start(cfg config, log *slog.Logger) (d *daemon, err error) {
-	transport, reason, err := chooseTransport(&cfg)
+	transport, reason, auto, err := chooseTransport(&cfg)
 	if err != nil {
 		return nil, err
 	}
-	log.Info("transport chosen", "transport", transport, "reason", reason)
 
 	d = &daemon{cfg: cfg, log: log}
 	defer func() {
@@ -102,9 +119,28 @@ func start(cfg config, log *slog.Logger) (d *daemon, err error) {
 			d = nil
 		}
 	}()
-	d.dev, err = datapath.Open(datapath.Config{MaxQPs: cfg.MaxQPs, MaxORD: cfg.MaxORD, MaxIRD: cfg.MaxIRD, ConnTimeout: cfg.ConnTimeout})
-	if err != nil {
-		return d, fmt.Errorf("open device: %w", err)
+	dc := datapath.Config{MaxQPs: cfg.MaxQPs, MaxORD: cfg.MaxORD, MaxIRD: cfg.MaxIRD, ConnTimeout: cfg.ConnTimeout}
+	if transport == "afxdp" {
+		dc.Transport = datapath.TransportAFXDP
+		dc.XDP = xdpConfig(&cfg, log)
+		d.dev, err = datapath.Open(dc)
+		if err != nil && auto {
+			log.Warn("afxdp unavailable; falling back to the kernel transport (--transport afxdp makes this fatal)", "iface", cfg.Iface, "err", err)
+			transport, reason = "kernel", "afxdp chosen for --iface "+cfg.Iface+" but it failed: "+err.Error()
+			dc.Transport, dc.XDP = "", datapath.XDPConfig{}
+		} else if err != nil {
+			return d, fmt.Errorf("open the afxdp device on %s: %w (check `ip link show %s` for another XDP program; try --xdp-mode generic; or run with --transport kernel)", cfg.Iface, err, cfg.Iface)
+		}
+	}
+	log.Info("transport chosen", "transport", transport, "reason", reason)
+	if d.dev == nil {
+		if d.dev, err = datapath.Open(dc); err != nil {
+			return d, fmt.Errorf("open device: %w", err)
+		}
+	}
+	if xi, ok := d.dev.XDPInfo(); ok {
+		log.Info("XDP attached", "iface", cfg.Iface, "ifindex", xi.Ifindex, "mode", xi.Mode, "mode_reason", xi.Reason,
+			"zero_copy", xi.ZeroCopy, "queues", xi.Queues, "addr", xi.Addr.String(), "mtu", xi.MTU, "replaced", xi.Replaced)
 	}
 	d.pd = d.dev.AllocPD()
 	d.state = control.NewState(d.dev)
@@ -116,10 +152,19 @@ func start(cfg config, log *slog.Logger) (d *daemon, err error) {
 		return d, err
 	}
 
-	if d.ln, err = net.Listen("tcp", cfg.Listen); err != nil {
-		return d, startError("--listen "+cfg.Listen, err)
+	if transport == "afxdp" {
+		// The user-space TCP listens: the port is reserved in the kernel
+		// and steered to our AF_XDP sockets.
+		if d.xln, err = d.dev.Listen("tcp4", cfg.Listen); err != nil {
+			return d, startError("--listen "+cfg.Listen+" (afxdp on "+cfg.Iface+")", err)
+		}
+		d.state.Listen = d.xln.Addr().String()
+	} else {
+		if d.ln, err = net.Listen("tcp", cfg.Listen); err != nil {
+			return d, startError("--listen "+cfg.Listen, err)
+		}
+		d.state.Listen = d.ln.Addr().String()
 	}
-	d.state.Listen = d.ln.Addr().String()
 	allow := "all peers (no --allow given)"
 	if len(cfg.Allow) > 0 {
 		allow = ""
@@ -139,7 +184,8 @@ func start(cfg config, log *slog.Logger) (d *daemon, err error) {
 			return d, startError("--metrics "+cfg.Metrics, err)
 		}
 		d.state.Metrics = d.httpLn.Addr().String()
-		reg := control.NewRegistry(d.state, control.Options{})
+		tcpSrc, xdpSrc := control.DeviceSources(d.dev, cfg.Iface)
+		reg := control.NewRegistry(d.state, control.Options{TCP: tcpSrc, XDP: xdpSrc})
 		d.httpSrv = &http.Server{Handler: control.HTTPHandler(d.state, reg), ReadHeaderTimeout: 5 * time.Second}
 		go d.httpSrv.Serve(d.httpLn)
 		log.Info("serving metrics", "addr", d.state.Metrics, "paths", "/metrics /healthz /readyz")
@@ -164,7 +210,11 @@ func start(cfg config, log *slog.Logger) (d *daemon, err error) {
 	log.Info("control socket", "path", cfg.Socket, "mode", "0660")
 
 	d.wg.Add(1)
-	go d.runAccept()
+	if d.xln != nil {
+		go d.runAcceptXDP()
+	} else {
+		go d.runAccept()
+	}
 	d.state.SetReady(true)
 	log.Info("xrnicd ready", "pid", os.Getpid(), "version", d.state.Version)
 	return d, nil
@@ -248,6 +298,44 @@ func (d *daemon) runAccept() {
 	}
 }
 
+// runAcceptXDP accepts on the afxdp listener: the engine performs the
+// TCP handshake and reads the MPA Request (one at a time, each bounded by
+// --conn-timeout), and counts malformed Requests, which are folded into
+// the MPA outcome counters here.
+func (d *daemon) runAcceptXDP() {
+	defer d.wg.Done()
+	malformed := 0
+	for {
+		req, err := d.xln.Accept(d.ctx)
+		if m := d.xln.Malformed(); m > malformed {
+			for range m - malformed {
+				d.state.CountMPA(control.MPAMalformed)
+			}
+			malformed = m
+		}
+		if err != nil {
+			if d.ctx.Err() != nil || errors.Is(err, net.ErrClosed) {
+				return
+			}
+			d.log.Warn("accept", "err", err)
+			time.Sleep(50 * time.Millisecond)
+			continue
+		}
+		peer := req.RemoteAddr()
+		if peer == nil || !d.allowed(peer) {
+			d.state.CountRefused()
+			d.log.Debug("connection refused by --allow", "peer", fmt.Sprint(peer))
+			req.Close()
+			continue
+		}
+		d.wg.Add(1)
+		go func() {
+			defer d.wg.Done()
+			d.serveRequest(req, peer.String())
+		}()
+	}
+}
+
 // setupOutcome classifies a failed connection setup.
 func setupOutcome(err error) control.MPAOutcome {
 	var ne net.Error
@@ -259,10 +347,6 @@ func setupOutcome(err error) control.MPAOutcome {
 	}
 	return control.MPAFailed
 }
-
-// terminateLinger is how long a QP that sent a Terminate stays open so the
-// Terminate and FIN reach the peer.
-const terminateLinger = 500 * time.Millisecond
 
 // conn is one accepted connection: its QP, CQs and sink buffers.
 type conn struct {
@@ -287,6 +371,13 @@ func (d *daemon) runConn(tc *net.TCPConn) {
 		log.Info("MPA request refused", "outcome", o.String(), "err", err)
 		return
 	}
+	d.serveRequest(req, peer)
+}
+
+// serveRequest answers a valid MPA Request: accept it onto a new QP in the
+// daemon's PD and run its sink until the QP ends.
+func (d *daemon) serveRequest(req *datapath.ConnRequest, peer string) {
+	log := d.log.With("peer", peer)
 	if (d.cfg.MPARev == "1" && req.Rev != 1) || (d.cfg.MPARev == "2" && req.Rev != 2) {
 		req.Reject(nil)
 		d.state.CountMPA(control.MPARejected)
@@ -389,16 +480,9 @@ func (d *daemon) runSink(c *conn, log *slog.Logger) {
 		}
 		if dead {
 			if err := c.qp.Err(); err != nil && err != term.MPAConnectionLost {
+				// (closeConn's QP.Close lets tx deliver a Terminate we
+				// send before the connection is closed.)
 				log.Info("QP closed by error", "qp", c.qp.Num(), "terminate", err.String())
-				if c.qp.PeerTerminate() == nil {
-					// We sent the Terminate: give tx time to deliver it
-					// before Close cuts the connection (QP.Close of a QP
-					// in error does not wait for a pending Terminate).
-					select {
-					case <-d.ctx.Done():
-					case <-time.After(terminateLinger):
-					}
-				}
 			} else {
 				log.Debug("QP closed", "qp", c.qp.Num())
 			}
@@ -426,7 +510,7 @@ func (d *daemon) closeConnObjects(c *conn) {
 func (d *daemon) shutdown() {
 	d.state.SetReady(false)
 	d.log.Info("shutting down: no new connections; closing QPs")
-	d.ln.Close()
+	d.closeListener()
 	d.cancel()
 	done := make(chan struct{})
 	go func() { d.wg.Wait(); close(done) }()
@@ -439,14 +523,21 @@ func (d *daemon) shutdown() {
 	d.log.Info("xrnicd stopped")
 }
 
+func (d *daemon) closeListener() {
+	if d.ln != nil {
+		d.ln.Close()
+	}
+	if d.xln != nil {
+		d.xln.Close()
+	}
+}
+
 // release frees whatever start acquired (also after a failed start).
 func (d *daemon) release() {
 	if d.cancel != nil {
 		d.cancel()
 	}
-	if d.ln != nil {
-		d.ln.Close()
-	}
+	d.closeListener()
 	if d.sock != nil {
 		d.sock.Close()
 	}

@@ -16,9 +16,15 @@
 // SIGINT: stop accepting, close every QP (a FIN after draining, or the
 // Terminate of a QP in error), release the memory, remove the socket, exit 0.
 //
-// Transports: kernel (kernel TCP sockets, no privileges) works today; afxdp
-// (XDP steering plus AF_XDP sockets and the user-space TCP) is refused with a
-// clear error until the AF_XDP datapath is wired into the engine.
+// Transports: kernel (kernel TCP sockets, no privileges) and afxdp (kernel
+// bypass on --iface: an XDP program steers our flows to AF_XDP sockets
+// served by the user-space TCP; root, or CAP_NET_ADMIN, CAP_BPF, CAP_NET_RAW
+// and CAP_IPC_LOCK). Without --transport, --iface selects afxdp when the
+// process has the privileges, else kernel; the choice and the reason are
+// logged, and an afxdp chosen that way falls back to kernel (with a
+// warning) when the interface refuses it. On afxdp, /metrics adds the
+// user-space TCP counters and the AF_XDP and XDP program counters, and
+// shutdown detaches the program and closes the sockets.
 //
 // Run xrnicd -h for the options; see deploy/README.md for a walk-through.
 package main

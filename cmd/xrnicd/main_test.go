@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"xrnic/control"
+	"xrnic/datapath"
 	"xrnic/mem"
 	"xrnic/wire/mpa"
 )
@@ -157,6 +158,15 @@ func runDaemon(t *testing.T, args ...string) (int, string) {
 	return cmd.ProcessState.ExitCode(), out.String()
 }
 
+// afxdpLoError is what --transport afxdp --iface lo fails with: lo is not
+// an Ethernet device (root), or the privileges are missing.
+func afxdpLoError() string {
+	if datapath.XDPPrivileges() != nil {
+		return "CAP_NET_ADMIN"
+	}
+	return "not an Ethernet device"
+}
+
 func TestStartupErrors(t *testing.T) {
 	busy, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -173,7 +183,8 @@ func TestStartupErrors(t *testing.T) {
 		{"port in use", []string{"--listen", busy.Addr().String(), "--metrics", "off", "--socket", sock()}, 1, "port is in use"},
 		{"metrics port in use", []string{"--listen", "127.0.0.1:0", "--metrics", busy.Addr().String(), "--socket", sock()}, 1, "port is in use"},
 		{"unknown interface", []string{"--iface", "nosuchif0", "--socket", sock()}, 1, "unknown interface"},
-		{"afxdp", []string{"--transport", "afxdp", "--iface", "lo", "--socket", sock()}, 1, "not yet available in this build"},
+		{"afxdp on a non-Ethernet device", []string{"--transport", "afxdp", "--iface", "lo", "--socket", sock()}, 1, afxdpLoError()},
+		{"bad xdp mode", []string{"--transport", "afxdp", "--iface", "lo", "--xdp-mode", "fast"}, 2, "--xdp-mode"},
 		{"afxdp without iface", []string{"--transport", "afxdp", "--socket", sock()}, 1, "needs --iface"},
 		{"bad region", []string{"--region", "x:4K:q"}, 2, "access letters"},
 		{"bad allow", []string{"--allow", "10.0.0.0/99"}, 2, "CIDR"},
@@ -238,7 +249,13 @@ func stop(t *testing.T, cmd *exec.Cmd, done chan error, out *lockedBuf, sock str
 
 func TestAllowAndStartupLog(t *testing.T) {
 	cmd, out, done, sock := startDaemon(t, "--allow", "10.1.0.0/16", "--iface", "lo")
-	for _, want := range []string{`transport=kernel reason="afxdp would be chosen for --iface lo but is not yet available in this build"`, `allow=10.1.0.0/16`} {
+	// --iface selects afxdp by default; lo refuses it (not Ethernet), or
+	// the test runs unprivileged: either way kernel, and the log says why.
+	reason := `transport=kernel reason="afxdp chosen for --iface lo but it failed`
+	if datapath.XDPPrivileges() != nil {
+		reason = `transport=kernel reason="--iface lo given but this process may not use afxdp`
+	}
+	for _, want := range []string{reason, `allow=10.1.0.0/16`} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("start-up log lacks %s:\n%s", want, out.String())
 		}
@@ -324,5 +341,41 @@ func TestIntegrationHugepages(t *testing.T) {
 	stop(t, cmd, done, out, sock)
 	if got := meminfo(t, "HugePages_Free"); got != free {
 		t.Errorf("HugePages_Free after SIGTERM: %d, want %d", got, free)
+	}
+}
+
+// TestChooseTransport: --transport and --iface resolve to a transport and
+// a logged reason; the default with --iface follows the privileges.
+func TestChooseTransport(t *testing.T) {
+	type tc struct {
+		transport, iface string
+		want             string
+		auto             bool
+		err              string
+	}
+	cases := []tc{
+		{"", "", "kernel", false, ""},
+		{"kernel", "lo", "kernel", false, ""},
+		{"afxdp", "", "", false, "needs --iface"},
+		{"dpdk", "", "", false, "want kernel or afxdp"},
+		{"", "nosuchif0", "", false, "unknown interface"},
+	}
+	if datapath.XDPPrivileges() == nil && datapath.XDPMemlock(datapath.XDPConfig{Iface: "lo"}) == nil {
+		cases = append(cases, tc{"", "lo", "afxdp", true, ""}, tc{"afxdp", "lo", "afxdp", false, ""})
+	} else {
+		cases = append(cases, tc{"", "lo", "kernel", false, ""}, tc{"afxdp", "lo", "", false, "--transport afxdp"})
+	}
+	for _, c := range cases {
+		cfg := config{Transport: c.transport, Iface: c.iface}
+		tr, reason, auto, err := chooseTransport(&cfg)
+		if c.err != "" {
+			if err == nil || !strings.Contains(err.Error(), c.err) {
+				t.Errorf("%q/%q: error %v, want %q", c.transport, c.iface, err, c.err)
+			}
+			continue
+		}
+		if err != nil || tr != c.want || auto != c.auto || reason == "" {
+			t.Errorf("%q/%q: %q %q auto=%v %v; want %q auto=%v", c.transport, c.iface, tr, reason, auto, err, c.want, c.auto)
+		}
 	}
 }
