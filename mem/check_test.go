@@ -448,12 +448,15 @@ func TestRegisterValidation(t *testing.T) {
 
 func TestSTagAllocation(t *testing.T) {
 	buf := make([]byte, 64)
-	// Cyclic from a random start: consecutive indices, start differs across tables.
+	// Random slots: an index says nothing about the next one (consecutive
+	// indices would let a peer that knows one STag find its neighbours by
+	// trying 255 keys), and the first index differs across tables.
 	starts := map[uint32]bool{}
 	for range 4 {
 		tb, _ := NewTable(1024)
 		pd := tb.AllocPD()
 		var prev uint32
+		near := 0
 		for i := range 100 {
 			m, err := tb.Register(buf, MROptions{PD: pd})
 			if err != nil {
@@ -462,17 +465,41 @@ func TestSTagAllocation(t *testing.T) {
 			idx := m.STag() >> 8
 			if i == 0 {
 				starts[idx] = true
-			} else if want := (prev + 1) & 0xFFFFFF; idx != want && !(want == 0 && idx == 1) {
-				t.Fatalf("index %#x after %#x: not cyclic", idx, prev)
+			} else if d := (idx - prev) & 0x3FF; d <= 4 || d >= 0x3FF-4 {
+				near++ // slots within 4 of the previous one: p = 8/1024 each
 			}
 			if idx == 0 {
 				t.Fatal("index 0 handed out")
 			}
 			prev = idx
 		}
+		if near > 10 {
+			t.Fatalf("%d of 99 indices within 4 slots of the previous one: allocation is not random", near)
+		}
 	}
 	if len(starts) < 2 {
 		t.Errorf("4 tables started at the same index %v: start not random", starts)
+	}
+	// A slot that is reused gets new high index bits each time: a revoked
+	// STag does not come back with its index (one-slot table: every
+	// registration reuses slot 0).
+	{
+		tb, _ := NewTable(1)
+		pd := tb.AllocPD()
+		seen := map[uint32]bool{}
+		for i := 0; i < 1000; i++ {
+			m, err := tb.Register(buf, MROptions{PD: pd})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if idx := m.STag() >> 8; seen[idx] || idx == 0 {
+				t.Fatalf("registration %d reuses index %#x", i, idx)
+			}
+			seen[m.STag()>>8] = true
+			if err := tb.Deregister(m); err != nil {
+				t.Fatal(err)
+			}
+		}
 	}
 
 	// Small table: live slots are skipped, a full table errors, no live STag reused.

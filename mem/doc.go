@@ -27,9 +27,12 @@
 // # STags and memory regions (RFC 5040 §3.2, §7.2, §8.1.1; RFC 5041 §8; RFC 5042)
 //
 // A [Table] is the per-device STag table. An STag is a 24-bit index followed
-// by an 8-bit key (the layout linux drivers use). Indices are handed out
-// cyclically from a random start, skipping live slots and index 0, so STag
-// values are spread over the 32-bit space; the key is random and differs
+// by an 8-bit key (the layout linux drivers use). Each index is a random
+// free slot (the low bits) under high bits that advance per slot from a
+// random start, skipping index 0, so STag values are spread over the
+// 32-bit space and one known STag reveals nothing about the others (RFC
+// 5042 §6.2.1), while a slot's index changes on every reuse; the key is
+// random and differs
 // from the previous key of the same slot, so re-registering a slot
 // ([Table.Reregister]) always yields a new STag and stale STags are refused.
 // Each MR has a protection domain ([PD]), optional binding to one stream

@@ -144,8 +144,8 @@ type Table struct {
 
 	mu      sync.Mutex
 	rng     *rand.Rand
-	cursor  uint32  // next 24-bit index to try
-	lastKey []uint8 // previous key per slot
+	gen     []uint32 // per slot: the high index bits (above the slot bits) it hands out next
+	lastKey []uint8  // previous key per slot
 	live    int
 	nextPD  PD
 	pds     map[PD]int // live PDs -> number of MRs
@@ -174,10 +174,13 @@ func NewTable(maxMRs int) (*Table, error) {
 		slots:   make([]atomic.Pointer[MR], n),
 		mask:    uint32(n - 1),
 		rng:     rand.New(rand.NewChaCha8(seed)),
+		gen:     make([]uint32, n),
 		lastKey: make([]uint8, n),
 		pds:     make(map[PD]int),
 	}
-	t.cursor = t.rng.Uint32() & 0xFFFFFF
+	for i := range t.gen {
+		t.gen[i] = t.rng.Uint32()
+	}
 	t.nextPD = PD(t.rng.Uint32()>>8) + 1 // random start, not predictable either
 	empty := []*Reader{}
 	t.readers.Store(&empty)
@@ -269,6 +272,45 @@ func (t *Table) newKey(slot uint32) uint8 {
 	return k
 }
 
+// newIndex picks the 24-bit index of a new STag: a random free slot (so
+// an index says nothing about the others: a peer that knows one STag
+// learns no neighbour from it, RFC 5042 §6.2.1), with high bits (above
+// the slot bits) that advance per slot from a random start (so an STag
+// that was revoked does not come back with the same index until its slot
+// has been reused 2^(24-slot bits) times). Index 0 is skipped (STag 0 is
+// special to many stacks). The caller holds mu and has checked that a
+// slot is free.
+func (t *Table) newIndex() uint32 {
+	for tries := 0; ; tries++ {
+		slot := t.rng.Uint32() & t.mask
+		if tries >= 32 { // a dense table: take the next free slot
+			for t.slots[slot].Load() != nil {
+				slot = (slot + 1) & t.mask
+			}
+		}
+		if t.slots[slot].Load() != nil {
+			continue
+		}
+		high := uint32(0)
+		if bits := 24 - popcount(t.mask); bits > 0 {
+			high = t.gen[slot] & (1<<bits - 1)
+			t.gen[slot]++
+			high <<= popcount(t.mask)
+		}
+		if idx := high | slot; idx != 0 {
+			return idx
+		}
+	}
+}
+
+func popcount(m uint32) int {
+	n := 0
+	for ; m != 0; m &= m - 1 {
+		n++
+	}
+	return n
+}
+
 // Register enables an STag for buf, which must stay mapped until the MR is
 // deregistered (a Region's bytes, or any memory the device owns).
 func (t *Table) Register(buf []byte, o MROptions) (*MR, error) {
@@ -281,16 +323,7 @@ func (t *Table) Register(buf []byte, o MROptions) (*MR, error) {
 	if t.live == len(t.slots) {
 		return nil, ErrTableFull
 	}
-	// Cyclic from a random start over the 24-bit index space; the slot is
-	// the low bits. Index 0 is skipped (STag 0 is special to many stacks).
-	var idx uint32
-	for {
-		idx = t.cursor
-		t.cursor = (t.cursor + 1) & 0xFFFFFF
-		if idx != 0 && t.slots[idx&t.mask].Load() == nil {
-			break
-		}
-	}
+	idx := t.newIndex()
 	slot := idx & t.mask
 	mr := t.newMR(idx<<8|uint32(t.newKey(slot)), buf, &o, baseTO)
 	t.slots[slot].Store(mr)

@@ -54,6 +54,7 @@ type config struct {
 	RTR            mpa.RTR
 	RequiredORD    int
 	MaxQPs         int
+	MaxQPsPerPeer  int
 	MaxORD         int
 	MaxIRD         int
 	MaxRegBytes    int64
@@ -117,6 +118,7 @@ func newFlagSet(c *config, out io.Writer) *flag.FlagSet {
 	}, str: func() string { return "send,write,read" }}, "rtr", "ready-to-receive `types` accepted in RFC 6581 peer-to-peer mode: comma-separated send, write, read")
 	fs.IntVar(&c.RequiredORD, "required-ord", 0, "smallest initiator IRD accepted (RFC 6581 §9.1); below it the connection is refused")
 	fs.IntVar(&c.MaxQPs, "max-qps", 1024, "most QPs (connections) at a time")
+	fs.IntVar(&c.MaxQPsPerPeer, "max-qps-per-peer", 0, "most QPs at a time from one peer IP address (0: no limit but --max-qps)")
 	fs.IntVar(&c.MaxORD, "max-ord", 128, "outbound Reads+Atomics per QP (ORD)")
 	fs.IntVar(&c.MaxIRD, "max-ird", 128, "inbound Reads+Atomics per QP (IRD)")
 	fs.Var(listFlag{set: func(s string) error {
@@ -316,7 +318,7 @@ func (c *config) validate() error {
 	default:
 		return errors.New("--log-format: want text or json")
 	}
-	if c.MaxQPs <= 0 || c.MaxORD < 0 || c.MaxIRD < 0 || c.SinkDepth <= 0 || c.RequiredORD < 0 {
+	if c.MaxQPs <= 0 || c.MaxQPsPerPeer < 0 || c.MaxORD < 0 || c.MaxIRD < 0 || c.SinkDepth <= 0 || c.RequiredORD < 0 {
 		return errors.New("limits must be positive (--max-qps, --sink-depth) or non-negative (--max-ord, --max-ird, --required-ord)")
 	}
 	if c.MaxORD > int(mpa.MaxIRDORD) || c.MaxIRD > int(mpa.MaxIRDORD) || c.RequiredORD > int(mpa.MaxIRDORD) {

@@ -90,6 +90,7 @@ type daemon struct {
 	ctx    context.Context // cancelled at shutdown: stops accepting and the sinks
 	cancel context.CancelFunc
 	wg     sync.WaitGroup // connection handlers
+	peers  peerQPs        // QPs per peer address (--max-qps-per-peer)
 }
 
 // startError decorates start-up errors with what to do.
@@ -384,6 +385,14 @@ func (d *daemon) serveRequest(req *datapath.ConnRequest, peer string) {
 		log.Info("MPA request rejected", "reason", "revision not accepted (--mpa-rev "+d.cfg.MPARev+")", "rev", req.Rev)
 		return
 	}
+	release, ok := d.peers.acquire(peer, d.cfg.MaxQPsPerPeer)
+	if !ok {
+		req.Reject(nil)
+		d.state.CountMPA(control.MPARejected)
+		log.Warn("MPA request rejected", "reason", "the peer has --max-qps-per-peer QPs", "max_qps_per_peer", d.cfg.MaxQPsPerPeer)
+		return
+	}
+	defer release()
 	c, err := d.newConn()
 	if err != nil {
 		req.Reject(nil)
