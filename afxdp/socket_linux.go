@@ -311,6 +311,10 @@ func (s *Socket) Frame(d Desc) []byte {
 	return s.umem.buf[d.Addr : d.Addr+uint64(d.Len) : d.Addr+uint64(d.Len)]
 }
 
+// TXRoom returns how many descriptors the TX ring can take now (a
+// multi-buffer packet must go on it whole).
+func (s *Socket) TXRoom() int { return int(s.tx.free(s.tx.size)) }
+
 // FreeFrames returns how many chunks the socket holds in its pool.
 func (s *Socket) FreeFrames() int { return len(s.free) }
 
@@ -375,15 +379,39 @@ func (s *Socket) Transmit(descs []Desc) int {
 
 // Kick makes the kernel process the TX ring now (a sendto). Transmit does
 // it when needed; a poll loop calls it to retry after a busy kernel.
+//
+// In copy mode one sendto moves at most 32 descriptors (the kernel's
+// TX_BATCH_SIZE) and fails with EAGAIN when more are queued, so Kick
+// repeats while the kernel keeps consuming: a batch of 64 frames would
+// otherwise wait half for the next kick (or for a poll of the socket).
 func (s *Socket) Kick() {
-	s.txKicks.Add(1)
-	switch e := kickTX(s.fd); e {
-	case 0, unix.EAGAIN, unix.EBUSY, unix.ENOBUFS:
-		// Busy or out of buffers: frames stay queued for the next kick.
-	default:
-		s.kickErrors.Add(1)
+	for range maxKicks {
+		s.txKicks.Add(1)
+		switch e := kickTX(s.fd); e {
+		case 0:
+			return
+		case unix.EAGAIN:
+			// The batch limit, a full completion ring, or a busy
+			// driver: go on only while the kernel made progress and
+			// entries are left.
+			before := s.tx.cachedCons
+			s.tx.cachedCons = atomic.LoadUint32(s.tx.consumer)
+			if s.tx.cachedCons == before || s.tx.cachedCons == s.tx.cachedProd {
+				return
+			}
+		case unix.EBUSY, unix.ENOBUFS:
+			// Busy or out of buffers: frames stay queued for the next kick.
+			return
+		default:
+			s.kickErrors.Add(1)
+			return
+		}
 	}
 }
+
+// maxKicks bounds the sendto calls of one Kick (32 frames each in copy
+// mode: the TX ring's 2048 by default).
+const maxKicks = 64
 
 // Complete moves transmitted frames from the completion ring back to the
 // pool and returns how many.

@@ -141,6 +141,15 @@ func (c *XDPConfig) setDefaults() {
 // progName is the kernel name of the steering program (bpf/xdp.c).
 const progName = "xrnic_steer"
 
+// singleBufferMTU is the largest MTU served with single-buffer sockets: a
+// frame and the kernel's XDP headroom and skb_shared_info fit one 4 KiB
+// page (veth in generic mode), and a chunk. Larger MTUs (jumbo frames)
+// use multi-buffer sockets (XDP_USE_SG), see xskLink.
+const singleBufferMTU = 3498
+
+// xdpAckEvery is the afxdp transport's tcpstack.Config.AckEvery.
+const xdpAckEvery = 16
+
 // txReserve is the number of chunks per queue kept for transmission.
 const txReserve = 2048
 
@@ -311,9 +320,13 @@ func (x *xdpDevice) setup(mode bpf.Mode) error {
 		return err
 	}
 	for q := range cfg.Queues {
-		s, err := x.umem.Open(x.ifindex, q, afxdp.SocketOptions{Frames: cfg.Frames})
+		s, err := x.umem.Open(x.ifindex, q, afxdp.SocketOptions{Frames: cfg.Frames, MultiBuffer: x.mtu > singleBufferMTU})
 		if err != nil {
 			return fmt.Errorf("AF_XDP socket on queue %d: %w", q, err)
+		}
+		if x.mtu > singleBufferMTU && !s.MultiBuffer() {
+			cfg.Logger.Warn("no multi-buffer AF_XDP sockets (XDP_USE_SG): MTU capped", "dev", cfg.Iface, "mtu", x.mtu, "cap", singleBufferMTU)
+			x.mtu = singleBufferMTU
 		}
 		l, err := newPollLoop(x, q)
 		if err != nil {
@@ -441,6 +454,7 @@ type xdpQueue struct {
 	link    *xskLink
 	stack   *tcpstack.Stack
 	clock   tcpstack.Clock
+	clk     *loopClock // clock, updated by the poll loop
 	started bool
 	next    time.Duration // the stack's next timer
 
@@ -465,12 +479,17 @@ type connEvent struct {
 }
 
 func (x *xdpDevice) newQueue(l *pollLoop, s *afxdp.Socket) error {
-	q := &xdpQueue{x: x, l: l, sock: s, clock: tcpstack.SystemClock(), conns: map[*tcpstack.Conn]*xconn{},
+	clk := newLoopClock()
+	q := &xdpQueue{x: x, l: l, sock: s, clock: clk, clk: clk, conns: map[*tcpstack.Conn]*xconn{},
 		lns: map[uint16]*xdpListener{}, views: make([][]byte, 0, 64), next: tcpstack.NoDeadline, sweepAt: tcpstack.NoDeadline}
-	q.link = newXSKLink(s, x.umem.Bytes(), min(txReserve, x.cfg.Frames/3))
+	q.link = newXSKLink(s, x.umem.Bytes(), min(txReserve, x.cfg.Frames/3), x.mtu+eth.HeaderLen, x.umem.FrameSize())
 	st, err := tcpstack.New(tcpstack.Config{
 		Link: q.link, Clock: q.clock, MAC: x.mac, Addr: x.addr, MTU: x.mtu,
 		RecvBuffer: x.cfg.RecvBuffer, MinRTO: x.cfg.MinRTO, TimeWait: x.cfg.TimeWait,
+		// Stretch ACKs: every frame costs a sendto and the peer's kernel
+		// receive path in copy mode (docs/PERFORMANCE.md); the delayed
+		// ACK is short because a stretched tail waits for it.
+		AckEvery: xdpAckEvery, DelayedACK: 2 * time.Millisecond,
 		AcceptPartialChecksum: true,
 		Notify: func(c *tcpstack.Conn, ev tcpstack.Event) {
 			q.events = append(q.events, connEvent{c, ev})
@@ -965,6 +984,7 @@ func (x *xconn) deliver() {
 			if len(views) == 0 {
 				break
 			}
+			x.q.views = views[:0] // keep what append grew (no garbage per batch)
 			total := 0
 			for i, v := range views {
 				if !x.eofSent {
@@ -982,6 +1002,7 @@ func (x *xconn) deliver() {
 			if len(views) == 0 {
 				break
 			}
+			x.q.views = views[:0]
 			total := 0
 			for i, v := range views {
 				k := min(len(v), handshakeBuf-len(x.rbuf))

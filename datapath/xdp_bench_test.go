@@ -91,7 +91,7 @@ func cpuTime() time.Duration {
 
 func BenchmarkIntegrationXDP(b *testing.B) {
 	requireXDPRoot(b)
-	for _, mtu := range []int{1500, 3498} {
+	for _, mtu := range []int{1500, 3498, 9000} {
 		b.Run("mtu"+itoa(mtu), func(b *testing.B) {
 			b.Run("afxdp", func(b *testing.B) {
 				e := newXDPEnv(b, mtu, false)

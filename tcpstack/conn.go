@@ -34,6 +34,18 @@ func (s State) String() string {
 	return "?"
 }
 
+// Quick ACKs (Linux's quick ACK mode): how many data segments are
+// acknowledged every second one whatever Config.AckEvery says. After the
+// handshake, enough for slow start to take the congestion window well past
+// AckEvery segments; after out-of-order data (a loss), enough for the
+// halved window to grow back in congestion avoidance: a sender whose
+// window is below AckEvery segments would otherwise wait for the delayed
+// ACK every round trip. A link that keeps losing stays in quick mode.
+const (
+	quickAcks     = 64
+	quickAcksLoss = 1024
+)
+
 // seg is one send segment: a frame-sized buffer whose payload starts at
 // headroom, so headers are written in front of it in place.
 type seg struct {
@@ -155,12 +167,15 @@ type Conn struct {
 	oooFin       bool
 	oooFinSeq    tcp.Seq
 	ackPending   int
+	quickAcks    int // segments still acknowledged every second one (Config.AckEvery)
 	ackNow       bool
 	rcvBufWindow int
 
 	// timers (NoDeadline when off)
 	rtoAt, delackAt, twAt time.Duration
 	persist               bool
+	probes                int // zero-window probes since the peer last answered
+	orphanProbes          int // zero-window probes since Close
 	deadline              time.Duration
 	heapIdx               int
 
@@ -182,6 +197,7 @@ func (s *Stack) newConn(key connKey, rmac eth.MAC) *Conn {
 		tsOffset: s.rng.Uint32(),
 		sndMSS:   536,
 	}
+	c.quickAcks = quickAcks
 	c.rcvBufWindow = s.cfg.RecvBuffer
 	if !s.cfg.DisableWindowScale {
 		for c.rcvWScale < 14 && s.cfg.RecvBuffer>>c.rcvWScale > 65535 {
@@ -421,9 +437,13 @@ func (c *Conn) Release(n int) {
 	}
 	if before != c.readyBytes && !c.removed && c.state != StateClosed {
 		// Window update when it opened by at least min(buffer/2, MSS)
-		// (RFC 9293 §3.8.6.2.2).
+		// (RFC 9293 §3.8.6.2.2) and, with stretch ACKs, only once the
+		// window the peer knows has fallen to half the buffer (as Linux's
+		// tcp_cleanup_rbuf): a consumer that keeps up would otherwise
+		// send an update after every read, an ACK per receive batch.
 		adv := int(c.rcvAdv - c.rcvNxt)
-		if c.rcvWindow()-adv >= min(c.rcvBufWindow/2, c.sndMSSRecv()) {
+		if c.rcvWindow()-adv >= min(c.rcvBufWindow/2, c.sndMSSRecv()) &&
+			(c.s.cfg.AckEvery <= 2 || 2*adv <= c.rcvBufWindow) {
 			c.ackNow = true
 			c.s.markDirty(c)
 		}

@@ -237,6 +237,7 @@ func (c *Conn) processAck(g *inSeg) {
 	s := c.s
 	ack := g.ack
 	winChanged := false
+	c.probes = 0 // an acceptable ACK answers any window probe
 	// RFC 9293 §3.10.7.4 updates the window only from segments that are
 	// not older than the last update (SND.WL1/WL2). Like Linux
 	// (tcp_may_update_window) an ACK that advances SND.UNA also updates it:
@@ -421,6 +422,7 @@ func (c *Conn) inputData(g *inSeg) bool {
 	}
 	if seq != c.rcvNxt {
 		s.Stats.RxOOO++
+		c.quickAcks = quickAcksLoss
 		c.wantAck()
 		if fin {
 			c.oooFin = true
@@ -448,10 +450,16 @@ func (c *Conn) inputData(g *inSeg) bool {
 		c.rcvFIN()
 	}
 	if hadOOO || c.finRcvd {
+		c.quickAcks = quickAcksLoss
 		c.wantAck()
 	} else {
 		c.ackPending++
-		if c.ackPending >= 2 {
+		every := s.cfg.AckEvery
+		if c.quickAcks > 0 {
+			c.quickAcks--
+			every = 2
+		}
+		if c.ackPending >= every {
 			c.wantAck()
 		} else if c.delackAt == NoDeadline {
 			c.delackAt = s.now + s.cfg.DelayedACK

@@ -20,12 +20,12 @@ func (c *Conn) output() {
 		c.sackSend()
 		goto done
 	}
-	for c.sqLen > 0 && c.state != StateTimeWait {
-		i := c.sendIndex()
-		if i < 0 {
-			break
-		}
+	for i := c.sendIndex(); i >= 0 && i < c.sqLen && c.state != StateTimeWait; {
 		g := c.sqAt(i)
+		if !g.end().GreaterThan(c.sndNxt) {
+			i++
+			continue
+		}
 		end := g.end()
 		need := c.sndNxt.Size(end)
 		if g.fin {
@@ -45,6 +45,7 @@ func (c *Conn) output() {
 		case need <= avail:
 			c.xmit(g, c.sndNxt, end)
 			c.sndNxt = end
+			i++
 		case c.sndNxt == c.sndUna && avail > 0 && avail < need:
 			// The peer's window is smaller than the segment and nothing is
 			// in flight: send what fits.
@@ -75,13 +76,23 @@ done:
 
 // sendIndex returns the index of the queued segment holding SND.NXT, or -1
 // if everything queued has been sent.
+//
+// The queue is in sequence order, so this is a binary search: output runs
+// on every ACK, with up to SendSegments segments in flight.
 func (c *Conn) sendIndex() int {
-	for i := 0; i < c.sqLen; i++ {
-		if c.sqAt(i).end().GreaterThan(c.sndNxt) {
-			return i
+	lo, hi := 0, c.sqLen
+	for lo < hi {
+		m := int(uint(lo+hi) >> 1)
+		if c.sqAt(m).end().GreaterThan(c.sndNxt) {
+			hi = m
+		} else {
+			lo = m + 1
 		}
 	}
-	return -1
+	if lo == c.sqLen {
+		return -1
+	}
+	return lo
 }
 
 // xmit sends [from, to) of segment g with the current ACK and window.
@@ -359,7 +370,17 @@ func (c *Conn) onNewAck(acked uint32) {
 		}
 		return
 	}
-	if c.cwnd < c.ssthresh {
+	if l := uint32(c.s.cfg.AckEvery); l > 2 {
+		// Stretch ACKs: byte counting with L = AckEvery segments (RFC
+		// 3465 §2.3), so growth per byte acknowledged stays as with an
+		// ACK every second segment.
+		a := min(acked, l*mss)
+		if c.cwnd < c.ssthresh {
+			c.cwnd += a
+		} else {
+			c.cwnd += max(uint32(uint64(mss)*uint64(a)/uint64(c.cwnd)), 1)
+		}
+	} else if c.cwnd < c.ssthresh {
 		c.cwnd += min(acked, mss)
 	} else {
 		c.cwnd += max(mss*mss/c.cwnd, 1)
@@ -483,12 +504,30 @@ func (c *Conn) onRTO() {
 	s.markDirty(c)
 }
 
+// orphanProbes bounds the zero-window probes of a connection the
+// application has closed (Linux's default tcp_orphan_retries is 8).
+const orphanProbes = 8
+
 // onPersist sends a zero-window probe: an ACK for SND.UNA-1, which the peer
 // must answer with an ACK carrying its window (RFC 9293 §3.8.6.1).
 func (c *Conn) onPersist() {
 	s := c.s
 	c.persist = false
 	if c.sndWnd == 0 && c.sqLen > 0 && c.sndMax == c.sndUna {
+		// A peer may keep its window shut as long as it answers the
+		// probes (RFC 9293 §3.8.6.1); one that stops answering is gone,
+		// and an orphaned connection (Close called) gets a bounded number
+		// of probes whatever the answers, as Linux's tcp_orphan_retries,
+		// so a hostile peer cannot hold it forever.
+		c.probes++
+		if c.appGone {
+			c.orphanProbes++
+		}
+		if c.probes > s.cfg.MaxRetries || c.orphanProbes > min(orphanProbes, s.cfg.MaxRetries) {
+			c.sendCtl(c.sndMax, tcp.FlagRST|tcp.FlagACK)
+			c.closeConn(ErrTimeout)
+			return
+		}
 		s.Stats.ZeroWindowProbes++
 		c.sendCtl(c.sndUna.Sub(1), tcp.FlagACK)
 		c.rto = min(2*c.rto, s.cfg.MaxRTO)

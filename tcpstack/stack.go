@@ -85,6 +85,19 @@ type Config struct {
 	MaxRetries int           // data retransmissions before giving up, default 15
 	SynRetries int           // SYN and SYN-ACK retransmissions, default 6
 
+	// AckEvery is how many data segments may arrive in order before an
+	// ACK is sent at once (default 2: RFC 5681 §4.2, an ACK for at least
+	// every second full-sized segment); fewer wait for DelayedACK or ride
+	// on data. Larger values are stretch ACKs, as Linux sends behind GRO:
+	// on a link where every frame costs a system call (AF_XDP in copy
+	// mode) they save most of the ACK traffic of a bulk stream. The first
+	// segments of a connection and those after out-of-order data are
+	// still acknowledged every second one (quick ACKs), so a small
+	// congestion window is never starved, and a sender whose peer uses
+	// AckEvery n counts up to n segments per ACK in its window growth
+	// (RFC 3465's L), so set the same value on both ends.
+	AckEvery int
+
 	DisableSACK        bool
 	DisableTimestamps  bool
 	DisableWindowScale bool
@@ -210,6 +223,7 @@ func New(cfg Config) (*Stack, error) {
 	defd(&cfg.MinRTO, 200*time.Millisecond)
 	defd(&cfg.MaxRTO, 60*time.Second)
 	defd(&cfg.DelayedACK, 40*time.Millisecond)
+	def(&cfg.AckEvery, 2)
 	defd(&cfg.TimeWait, 60*time.Second)
 	defd(&cfg.FinWait2, 60*time.Second)
 	def(&cfg.MaxRetries, 15)
