@@ -2,6 +2,7 @@ package control
 
 import (
 	"xrnic/datapath"
+	"xrnic/tcpstack"
 )
 
 // DeviceSources returns the TCP and XDP sources of a device on the afxdp
@@ -24,19 +25,37 @@ type deviceSource struct {
 	iface string
 }
 
-// TCPStats sums the queues' stacks. RTT samples are not recorded by the
-// user-space TCP, so the RTT histogram stays empty (not exported).
+// TCPStats sums the queues' stacks, including their RTT histograms.
 func (s *deviceSource) TCPStats() TCPStats {
 	per, _ := s.dev.TCPStats()
 	var t TCPStats
+	var rtt tcpstack.RTTHistogram
 	for _, q := range per {
 		t.SegmentsIn += q.RxSegments
 		t.SegmentsOut += q.TxSegments
 		t.Retransmits += q.TxRetransmits
 		t.RTOEvents += q.Timeouts
 		t.OutOfOrder += q.RxOOO
+		rtt.Add(&q.RTT)
+	}
+	if len(per) > 0 {
+		t.RTTBounds, t.RTTBuckets, t.RTTCount, t.RTTSumSeconds = rttHistogram(&rtt)
 	}
 	return t
+}
+
+// rttHistogram converts tcpstack's per-bucket counts into the cumulative
+// form Prometheus histograms use.
+func rttHistogram(h *tcpstack.RTTHistogram) (bounds []float64, cum []uint64, count uint64, sum float64) {
+	bounds = make([]float64, len(tcpstack.RTTBounds))
+	cum = make([]uint64, len(tcpstack.RTTBounds))
+	var run uint64
+	for i, b := range tcpstack.RTTBounds {
+		run += h.Counts[i]
+		bounds[i] = b.Seconds()
+		cum[i] = run
+	}
+	return bounds, cum, h.Count, h.Sum.Seconds()
 }
 
 func (s *deviceSource) XDPSocketStats() []XDPSocketStats {

@@ -35,9 +35,8 @@
 // With a TCPSource (the user-space TCP of the AF_XDP transport) the
 // collector adds xrnic_tcp_segments_total{direction},
 // xrnic_tcp_retransmitted_segments_total, xrnic_tcp_rto_events_total,
-// xrnic_tcp_out_of_order_segments_total and, when the source records RTT
-// samples, the xrnic_tcp_rtt_seconds histogram (the user-space TCP keeps
-// only SRTT per connection, so the daemon exports none); with an XDPSource every XDP_STATISTICS field per queue
+// xrnic_tcp_out_of_order_segments_total and the xrnic_tcp_rtt_seconds
+// histogram of the user-space TCP's RTT samples; with an XDPSource every XDP_STATISTICS field per queue
 // (xrnic_xdp_rx_dropped_total, xrnic_xdp_rx_invalid_descriptors_total,
 // xrnic_xdp_tx_invalid_descriptors_total, xrnic_xdp_rx_ring_full_total,
 // xrnic_xdp_fill_ring_empty_total, xrnic_xdp_tx_ring_empty_total, labels

@@ -236,6 +236,8 @@ func TestIntegrationDaemonAFXDP(t *testing.T) {
 			{"xrnic_xdp_program_packets_total", []string{"interface", devA, "counter", "redirected"}, 32},
 			{"xrnic_tcp_segments_total", []string{"direction", "in"}, 32},
 			{"xrnic_tcp_segments_total", []string{"direction", "out"}, 32},
+			// Every handshake times its SYN: at least one RTT sample each.
+			{"xrnic_tcp_rtt_seconds_count", nil, 8},
 			{"xrnic_atomics_total", []string{"operation", "cmp_swap"}, 2},
 			{"xrnic_terminates_total", []string{"direction", "sent"}, 1},
 		} {

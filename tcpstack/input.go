@@ -340,6 +340,7 @@ func (c *Conn) rttSample(r time.Duration) {
 	if r <= 0 {
 		r = time.Millisecond / 2
 	}
+	c.s.Stats.RTT.observe(r)
 	if !c.hasRTT {
 		c.hasRTT = true
 		c.srtt = r

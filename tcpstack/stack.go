@@ -141,6 +141,49 @@ type Stats struct {
 	RxChallengeACK, RxSynDropped                                    uint64
 	TxFrames, TxDropped, TxSegments, TxRetransmits, TxRST           uint64
 	FastRetransmits, Timeouts, ZeroWindowProbes                     uint64
+
+	// RTT is a histogram of the round-trip samples that feed the RTO
+	// estimator (RFC 6298: timed segments or, with timestamps, echoed
+	// TSvals at millisecond granularity).
+	RTT RTTHistogram
+}
+
+// RTTBounds are the upper bounds of the RTT histogram's buckets.
+var RTTBounds = [...]time.Duration{
+	10 * time.Microsecond, 25 * time.Microsecond, 50 * time.Microsecond,
+	100 * time.Microsecond, 250 * time.Microsecond, 500 * time.Microsecond,
+	time.Millisecond, 2500 * time.Microsecond, 5 * time.Millisecond,
+	10 * time.Millisecond, 25 * time.Millisecond, 50 * time.Millisecond,
+	100 * time.Millisecond, 250 * time.Millisecond, 500 * time.Millisecond,
+	time.Second,
+}
+
+// RTTHistogram counts RTT samples per bucket of RTTBounds; Counts[i] is the
+// number of samples in (RTTBounds[i-1], RTTBounds[i]] (not cumulative) and
+// the last element counts those above every bound.
+type RTTHistogram struct {
+	Counts [len(RTTBounds) + 1]uint64
+	Count  uint64
+	Sum    time.Duration
+}
+
+func (h *RTTHistogram) observe(r time.Duration) {
+	i := 0
+	for i < len(RTTBounds) && r > RTTBounds[i] {
+		i++
+	}
+	h.Counts[i]++
+	h.Count++
+	h.Sum += r
+}
+
+// Add accumulates another histogram into h (to sum queues).
+func (h *RTTHistogram) Add(o *RTTHistogram) {
+	for i := range h.Counts {
+		h.Counts[i] += o.Counts[i]
+	}
+	h.Count += o.Count
+	h.Sum += o.Sum
 }
 
 type connKey struct {
