@@ -60,4 +60,29 @@
 // Load retries without the flag and reports it in Program.Frags.
 //
 // Tests run the program on crafted frames with BPF_PROG_TEST_RUN (root).
+//
+// # The faulty wire (tests only)
+//
+// wire.c (Wire, LoadWire) is a second, test-only program: a tcx ingress
+// program that joins two devices of one namespace back to back, so a
+// middle namespace between two veth pairs becomes a cable with faults.
+// The middle is needed because an AF_XDP sender's frames skip tc egress
+// (the generic AF_XDP transmit path calls __dev_direct_xmit) and frames
+// that XDP steers never reach tc ingress; in the middle every frame of
+// either transport passes. It drops, flips a byte (caught by the TCP
+// checksum), swaps two 16-bit words at even TCP offsets (the ones'
+// complement checksum stays valid: only the MPA CRC can catch it),
+// duplicates (bpf_clone_redirect, then the original) and reorders
+// IPv4/TCP frames, each with its own probability in parts per million.
+//
+// Reordering is done in the kernel, with real frames and no user-space
+// relay: a frame drawn for it is copied into a per-direction map slot and
+// dropped; after Gap later frames of that direction, the later frame is
+// sent first as a clone and its own skb is then rewritten
+// (bpf_skb_change_tail, bpf_skb_store_bytes) into the held frame and sent
+// after it. A held frame waits for as long as no frame follows (TCP's
+// retransmission timer guarantees one eventually). One frame per
+// direction is held at a time; the slot is claimed and released with
+// BPF atomics (cmpxchg), so CPUs racing for it never mix two frames.
+// Per-direction per-CPU counters record every verdict.
 package bpf

@@ -1,0 +1,171 @@
+//go:build linux
+
+package reliability
+
+import (
+	"context"
+	"log/slog"
+	"net/netip"
+	"testing"
+	"time"
+
+	"xrnic/datapath"
+	"xrnic/datapath/datapathtest"
+	"xrnic/mem"
+	"xrnic/wire/rdmap"
+	"xrnic/wire/term"
+)
+
+// TestIntegrationMalformedAFXDP (issue 9, item 2): a raw iWARP peer
+// (datapathtest.Peer) over kernel TCP in namespace B replays malformed
+// FPDUs against an afxdp listener in namespace A (XDP steering, AF_XDP,
+// our TCP). Each must draw the right Terminate, and a healthy QP between
+// the same two hosts keeps completing FetchAdds throughout.
+func TestIntegrationMalformedAFXDP(t *testing.T) {
+	e := newWireEnv(t, false)
+	var srv *datapath.Device
+	if err := nsDo(t, e.nsA, func() (err error) {
+		srv, err = datapath.Open(datapath.Config{Transport: datapath.TransportAFXDP, ConnTimeout: 5 * time.Second,
+			XDP: datapath.XDPConfig{Iface: e.devA, MinRTO: 20 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)}})
+		return err
+	}); err != nil {
+		t.Fatalf("open afxdp device: %v", err)
+	}
+	defer srv.Close()
+	var cli *datapath.Device
+	if err := nsDo(t, e.nsB, func() (err error) {
+		cli, err = datapath.Open(datapath.Config{ConnTimeout: 5 * time.Second})
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	var ln *datapath.Listener
+	if err := nsDo(t, e.nsA, func() (err error) {
+		ln, err = srv.Listen("tcp", netip.AddrPortFrom(rlIPA, 0).String())
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	addr := ln.Addr().String()
+	spd := srv.AllocPD()
+	sbuf := make([]byte, 4096)
+	smr, err := srv.RegMR(sbuf, mem.MROptions{PD: spd, Access: mem.LocalWrite | mem.RemoteWrite | mem.RemoteAtomic})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	// accept serves one connection request with a fresh QP.
+	accept := func() chan *datapath.QP {
+		ch := make(chan *datapath.QP, 1)
+		go func() {
+			req, err := ln.Accept(ctx)
+			if err != nil {
+				t.Errorf("accept: %v", err)
+				ch <- nil
+				return
+			}
+			cq, _ := srv.CreateCQ(32)
+			qp, err := srv.CreateQP(datapath.QPAttr{PD: spd, SendCQ: cq, RecvCQ: cq, SQDepth: 8, RQDepth: 8})
+			if err == nil {
+				err = req.Accept(ctx, qp, datapath.ConnParams{})
+			}
+			if err != nil {
+				t.Errorf("accept: %v", err)
+				qp = nil
+			}
+			ch <- qp
+		}()
+		return ch
+	}
+
+	// The healthy QP: kernel transport in B to the afxdp server.
+	acc := accept()
+	p := newRestartPeer(t, e, cli, addr)
+	defer p.qp.Close()
+	healthy := <-acc
+	if healthy == nil {
+		t.FailNow()
+	}
+	defer healthy.Close()
+	fa := 0
+	fetchAdd := func(when string) {
+		t.Helper()
+		for range 10 {
+			if err := p.qp.PostSend(&datapath.SendWR{ID: uint64(fa), Op: datapath.OpFetchAdd, Flags: datapath.FlagSignaled,
+				SGL: []datapath.SGE{{Addr: p.mr.BaseTO(), Length: 8, LKey: p.mr.STag()}}, RemoteSTag: smr.STag(), RemoteTO: smr.BaseTO(), CompareAdd: 1}); err != nil {
+				t.Fatalf("%s: %v", when, err)
+			}
+			wc := make([]datapath.Completion, 1)
+			wctx, wcancel := context.WithTimeout(ctx, 10*time.Second)
+			for p.cq.Poll(wc) == 0 {
+				if err := p.cq.Wait(wctx); err != nil {
+					wcancel()
+					t.Fatalf("%s: FetchAdd %d: no completion", when, fa)
+				}
+			}
+			wcancel()
+			if wc[0].Status != datapath.StatusSuccess || wc[0].AtomicOrig != uint64(fa) {
+				t.Fatalf("%s: FetchAdd %d: %v, original %d", when, fa, wc[0].Status, wc[0].AtomicOrig)
+			}
+			fa++
+		}
+	}
+	fetchAdd("before")
+
+	write := func(stag uint32) []byte {
+		b := make([]byte, 14+32)
+		rdmap.PutWrite(b, stag, smr.BaseTO()+64, true, 32)
+		copy(b[14:], "MALFORMED FPDU FROM A RAW PEER!!")
+		return b
+	}
+	cases := []struct {
+		name  string
+		frame func(p *datapathtest.Peer) []byte
+		want  *term.Error
+	}{
+		{"bad CRC", func(p *datapathtest.Peer) []byte {
+			f := p.FPDU(write(smr.STag()))
+			f[len(f)/2] ^= 0x40
+			return f
+		}, term.MPACRCError},
+		{"invalid STag", func(p *datapathtest.Peer) []byte { return p.FPDU(write(smr.STag() ^ 0xffffff00)) }, term.DDPTaggedInvalidSTag},
+		{"invalid QN", func(p *datapathtest.Peer) []byte {
+			b := make([]byte, 18+8)
+			rdmap.PutSend(b, rdmap.OpSend, 0, 1, 0, true, 8)
+			b[9] = 5 // QN 5 (big-endian word at 6..9)
+			return p.FPDU(b)
+		}, term.DDPUntaggedInvalidQN},
+	}
+	for _, c := range cases {
+		acc := accept()
+		var rp *datapathtest.Peer
+		if err := nsDo(t, e.nsB, func() (err error) {
+			rp, err = datapathtest.Dial(ctx, addr, datapathtest.Options{})
+			return err
+		}); err != nil {
+			t.Fatalf("%s: raw peer: %v", c.name, err)
+		}
+		qp := <-acc
+		if err := rp.WriteRaw(c.frame(rp)); err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		tm, _, err := rp.ExpectTerminate(10 * time.Second)
+		if err != nil || tm.Err != c.want {
+			t.Errorf("%s: Terminate %v (%v), want %v", c.name, tm.Err, err, c.want)
+		}
+		if qp != nil {
+			if qe := qp.Err(); qe != c.want {
+				t.Errorf("%s: server QP error %v, want %v", c.name, qe, c.want)
+			}
+			qp.Close()
+		}
+		rp.Close()
+		fetchAdd("after " + c.name)
+	}
+	if string(sbuf[64:73]) == "MALFORMED" {
+		t.Errorf("a malformed Write was placed")
+	}
+}

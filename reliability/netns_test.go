@@ -1,0 +1,215 @@
+//go:build linux
+
+package reliability
+
+import (
+	"bufio"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"os/exec"
+	"runtime"
+	"strconv"
+	"strings"
+	"testing"
+
+	"golang.org/x/sys/unix"
+
+	"xrnic/bpf"
+)
+
+// Root tests in network namespaces (wire_faults_test.go, restart_test.go,
+// malformed_test.go). The topology is
+//
+//	nsA: rla 198.18.2.1/24 <-veth-> rlma [nsM] rlmb <-veth-> rlb 198.18.2.2/24 :nsB
+//
+// where nsM runs the faulty wire (bpf.Wire) joining rlma and rlmb, so
+// every frame between A and B crosses it whatever the transports. Names
+// carry a fixed prefix and the test's pid; namespaces of crashed runs are
+// removed at the start of the next one.
+
+const rlNSPrefix = "xrnicrl-"
+
+var (
+	rlIPA = netip.MustParseAddr("198.18.2.1")
+	rlIPB = netip.MustParseAddr("198.18.2.2")
+)
+
+type wireEnv struct {
+	nsA, nsM, nsB string
+	devA, devB    string
+	wire          *bpf.Wire
+}
+
+func requireNetRoot(t testing.TB) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: creates network namespaces, attaches tc/XDP programs and opens AF_XDP sockets (CI runs it as root)")
+	}
+	if _, err := exec.LookPath("ip"); err != nil {
+		t.Skip("needs the ip command (iproute2)")
+	}
+	fd, err := unix.Socket(unix.AF_XDP, unix.SOCK_RAW|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Skipf("no AF_XDP sockets here (CONFIG_XDP_SOCKETS?): %v", err)
+	}
+	unix.Close(fd)
+}
+
+func rlIP(t testing.TB, args ...string) {
+	t.Helper()
+	if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
+		t.Fatalf("ip %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+}
+
+// removeStaleRLNS deletes namespaces of earlier runs whose process is gone.
+func removeStaleRLNS() {
+	out, _ := exec.Command("ip", "netns", "list").Output()
+	for _, line := range strings.Split(string(out), "\n") {
+		name, _, _ := strings.Cut(strings.TrimSpace(line), " ")
+		rest, ok := strings.CutPrefix(name, rlNSPrefix)
+		if !ok {
+			continue
+		}
+		pid, _, _ := strings.Cut(rest, "-")
+		if n, err := strconv.Atoi(pid); err == nil && n != os.Getpid() {
+			if _, err := os.Stat(fmt.Sprintf("/proc/%d", n)); err == nil {
+				continue
+			}
+		}
+		exec.Command("ip", "netns", "del", name).Run()
+	}
+}
+
+var rlSeq int
+
+// newWireEnv builds the three namespaces. With wire false, A and B are
+// joined by one veth directly (no middle namespace). GSO is limited to
+// one MTU-sized segment on A and B (faults then hit single segments, and
+// a single-buffer AF_XDP socket can take what a kernel peer sends), and
+// transmit checksum offload is off there (see setTxChecksum). The
+// kernel's TCP gets rto_min 20ms on the route between A and B, as our
+// TCP gets MinRTO 20ms in these tests, so both recover from tail losses
+// on the same time scale.
+func newWireEnv(t testing.TB, wire bool) *wireEnv {
+	t.Helper()
+	requireNetRoot(t)
+	removeStaleRLNS()
+	rlSeq++
+	base := fmt.Sprintf("%s%d-%d-", rlNSPrefix, os.Getpid(), rlSeq)
+	e := &wireEnv{nsA: base + "a", nsM: base + "m", nsB: base + "b", devA: "rla", devB: "rlb"}
+	nss := []string{e.nsA, e.nsB}
+	if wire {
+		nss = append(nss, e.nsM)
+	}
+	for _, ns := range nss {
+		rlIP(t, "netns", "add", ns)
+		t.Cleanup(func() { exec.Command("ip", "netns", "del", ns).Run() })
+	}
+	if wire {
+		rlIP(t, "-n", e.nsM, "link", "add", "rlma", "type", "veth", "peer", "name", e.devA, "netns", e.nsA)
+		rlIP(t, "-n", e.nsM, "link", "add", "rlmb", "type", "veth", "peer", "name", e.devB, "netns", e.nsB)
+		for _, d := range []string{"rlma", "rlmb", "lo"} {
+			rlIP(t, "-n", e.nsM, "link", "set", d, "up")
+		}
+	} else {
+		rlIP(t, "-n", e.nsA, "link", "add", e.devA, "type", "veth", "peer", "name", e.devB, "netns", e.nsB)
+	}
+	for _, x := range []struct {
+		ns, dev string
+		ip      netip.Addr
+	}{{e.nsA, e.devA, rlIPA}, {e.nsB, e.devB, rlIPB}} {
+		rlIP(t, "-n", x.ns, "link", "set", x.dev, "gso_max_size", "1500", "gso_max_segs", "1")
+		rlIP(t, "-n", x.ns, "addr", "add", x.ip.String()+"/24", "dev", x.dev)
+		rlIP(t, "-n", x.ns, "link", "set", x.dev, "up")
+		rlIP(t, "-n", x.ns, "link", "set", "lo", "up")
+		rlIP(t, "-n", x.ns, "route", "replace", "198.18.2.0/24", "dev", x.dev, "proto", "kernel", "scope", "link", "src", x.ip.String(), "rto_min", "20ms")
+		if err := nsDo(t, x.ns, func() error { return setTxChecksum(x.dev, false) }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if wire {
+		if err := nsDo(t, e.nsM, func() error {
+			w, err := bpf.LoadWire()
+			if err != nil {
+				return err
+			}
+			e.wire = w
+			ma, err := net.InterfaceByName("rlma")
+			if err != nil {
+				return err
+			}
+			mb, err := net.InterfaceByName("rlmb")
+			if err != nil {
+				return err
+			}
+			return w.Join(ma.Index, mb.Index) // direction 0: A to B
+		}); err != nil {
+			if e.wire != nil {
+				e.wire.Close()
+			}
+			t.Fatalf("faulty wire: %v", err)
+		}
+		t.Cleanup(func() { e.wire.Close() })
+	}
+	return e
+}
+
+// nsDo runs f on a fresh OS thread in namespace ns; the thread is
+// discarded afterwards (it never returns to the Go scheduler's pool).
+func nsDo(t testing.TB, ns string, f func() error) error {
+	t.Helper()
+	fd, err := unix.Open("/run/netns/"+ns, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	ch := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread() // never unlocked: the thread dies with the goroutine
+		if err := unix.Setns(fd, unix.CLONE_NEWNET); err != nil {
+			ch <- err
+			return
+		}
+		ch <- f()
+	}()
+	return <-ch
+}
+
+// kernelTCP reads the Tcp: counters of /proc/net/snmp in namespace ns.
+func kernelTCP(t testing.TB, ns string) map[string]uint64 {
+	t.Helper()
+	m := map[string]uint64{}
+	if err := nsDo(t, ns, func() error {
+		f, err := os.Open("/proc/thread-self/net/snmp")
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		var names []string
+		sc := bufio.NewScanner(f)
+		for sc.Scan() {
+			rest, ok := strings.CutPrefix(sc.Text(), "Tcp: ")
+			if !ok {
+				continue
+			}
+			fs := strings.Fields(rest)
+			if names == nil {
+				names = fs
+				continue
+			}
+			for i, v := range fs {
+				if i < len(names) {
+					n, _ := strconv.ParseInt(v, 10, 64)
+					m[names[i]] = uint64(n)
+				}
+			}
+		}
+		return sc.Err()
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
