@@ -24,8 +24,20 @@
 //     client is killed at once and the daemon must free every QP and stay
 //     healthy. Short in CI (8 s, 4 x 50 QPs); XRNIC_SOAK=1 (or -soak)
 //     runs 60 s with 4 x 250 QPs.
+//   - wire_faults_test.go (root): two hosts joined through a middle
+//     namespace whose tcx program (bpf/wire.c) drops, flips, swaps,
+//     duplicates and reorders frames; mixed workloads on both transports
+//     at each fault level must complete every WR exactly once with exact
+//     data and counters, and a CRC-valid-checksum corruption must be
+//     caught by the MPA CRC with nothing placed. 4 x 2,500 FetchAdds per
+//     level in CI, 4 x 25,000 with XRNIC_LONG=1.
+//   - restart_test.go (root): kill -9 of xrnicd mid-traffic; peers fail
+//     in bounded time, the stale XDP program is replaced at restart and
+//     traffic resumes.
+//   - malformed_test.go (root): malformed FPDUs against an afxdp listener
+//     get their Terminates while another QP keeps working.
 //
 // Tests that start processes are named TestIntegration*; they need no
 // privileges except the control-socket test, which runs xrnicctl as the
-// user nobody and skips unless root.
+// user nobody, and the namespace tests above; all skip unless root.
 package reliability
