@@ -55,9 +55,10 @@ type seg struct {
 	fin     bool // the FIN follows the payload (a FIN segment has n == 0)
 	sealed  bool // committed as a whole (iWARP) or already (partly) sent: never appended to
 	sacked  bool
-	rexmit  bool // retransmitted at least once (Karn)
-	rexmitR bool // retransmitted in the current recovery episode
-	lost    bool // presumed lost by the SACK scoreboard (RFC 6675 IsLost)
+	rexmit  bool   // retransmitted at least once (Karn)
+	rexmitR bool   // retransmitted in the current recovery episode
+	lost    bool   // presumed lost by the SACK scoreboard (RFC 6675 IsLost)
+	sendN   uint32 // Conn.xmitN of its latest transmission
 }
 
 func (g *seg) end() tcp.Seq {
@@ -148,6 +149,7 @@ type Conn struct {
 	// options
 	sackOK, tsOK, wsOK bool
 	highSacked         tcp.Seq
+	xmitN, rackN       uint32 // transmissions so far; sendN of the latest-sent segment delivered (never retransmitted)
 	rcvWScale          uint8
 	tsRecent           uint32
 	tsRecentAt         time.Duration
@@ -174,8 +176,12 @@ type Conn struct {
 	// timers (NoDeadline when off)
 	rtoAt, delackAt, twAt time.Duration
 	persist               bool
-	probes                int // zero-window probes since the peer last answered
-	orphanProbes          int // zero-window probes since Close
+	tlp                   bool          // rtoAt is the tail loss probe's timeout, not the RTO
+	tlpEnd                tcp.Seq       // SND.MAX when the probe went out (tlpOut)
+	tlpOut, tlpRexmit     bool          // a probe is outstanding; it was a retransmission
+	rtoDue                time.Duration // when the RTO is due while the probe timer runs
+	probes                int           // zero-window probes since the peer last answered
+	orphanProbes          int           // zero-window probes since Close
 	deadline              time.Duration
 	heapIdx               int
 
@@ -259,7 +265,7 @@ func (s *Stack) Dial(raddr [4]byte, rport uint16, o DialOptions) (*Conn, error) 
 	c.sndNxt = c.iss.Add(1)
 	c.sndMax = c.sndNxt
 	c.sendSYN()
-	c.rtoAt = s.now + c.rto
+	c.rtoAt, c.tlp = s.now+c.rto, false
 	c.rearm()
 	s.flushTx()
 	return c, nil
@@ -637,9 +643,12 @@ func (c *Conn) fireTimers() {
 		}
 	}
 	if c.rtoAt <= now {
-		c.rtoAt = NoDeadline
+		probe := c.tlp
+		c.rtoAt, c.tlp = NoDeadline, false
 		if c.persist {
 			c.onPersist()
+		} else if probe {
+			c.onPTO()
 		} else {
 			c.onRTO()
 		}

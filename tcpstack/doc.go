@@ -37,7 +37,11 @@
 //     retransmit; with SACK, loss recovery per RFC 6675 (a per-segment
 //     scoreboard, pipe, NextSeg: lost segments first, then new data, then
 //     other holes below the highest SACKed segment; an ACK that SACKs new
-//     data counts as a duplicate even if it carries data), without SACK (or
+//     data counts as a duplicate even if it carries data, and only such an
+//     ACK does), early retransmit for flights of fewer than four segments
+//     (RFC 5827), the tail loss probe of RFC 8985 §7 and, when its timer
+//     fires, RACK's time-based loss inference (a segment sent later was
+//     SACKed, §6.2) also for a lost retransmission; without SACK (or
 //     with Config.NewRenoRecovery) NewReno fast recovery (RFC 6582); slow
 //     start and congestion avoidance with byte counting (RFC 5681), initial
 //     window of 10 segments (RFC 6928).
@@ -81,5 +85,9 @@
 //
 // IPv6, IP fragments (dropped), IP options on transmit, urgent data (the URG
 // flag is ignored), keepalives, ECN, SYN cookies (a full half-open table drops
-// SYNs), path MTU discovery, D-SACK, and the RFC 6675 rescue retransmission.
+// SYNs), path MTU discovery, D-SACK, the RFC 6675 rescue retransmission, and
+// the rest of RACK (RFC 8985): no reordering timer of its own and no
+// adaptive reordering window; RACK's inference runs when the probe timer
+// fires, whose timeout (2*SRTT and more) exceeds SRTT plus a reordering
+// window.
 package tcpstack

@@ -209,7 +209,7 @@ func (c *Conn) establish() {
 	c.state = StateEstablished
 	c.estab = true
 	c.retries = 0
-	c.rtoAt = NoDeadline
+	c.rtoAt, c.tlp = NoDeadline, false
 	if c.rttTiming {
 		c.rttSample(s.now - c.rttStart)
 	} else if !c.hasRTT {
@@ -280,6 +280,9 @@ func (c *Conn) processAck(g *inSeg) {
 			if sg.end().GreaterThan(ack) {
 				break
 			}
+			if !sg.sacked {
+				c.delivered(sg)
+			}
 			c.sq[c.sqHead] = nil
 			s.freeSeg(sg)
 			c.sqHead = (c.sqHead + 1) % len(c.sq)
@@ -299,13 +302,15 @@ func (c *Conn) processAck(g *inSeg) {
 			// answers a whole batch with one ACK sends nothing else.
 			c.sackDupAck()
 		}
+		c.tlpAcked()
 		if c.sndUna == c.sndMax {
 			if !c.persist {
-				c.rtoAt = NoDeadline
+				c.rtoAt, c.tlp = NoDeadline, false
+				c.tlp = false
 			}
 		} else {
 			c.persist = false
-			c.rtoAt = s.now + c.rto
+			c.armRTO()
 		}
 		c.rearm()
 		s.markDirty(c)
@@ -328,6 +333,13 @@ func (c *Conn) processAck(g *inSeg) {
 	// with SACK, an ACK that SACKs new data counts too, data or not (RFC
 	// 6675 §2): the peer piggybacks its SACK blocks on its own data.
 	pureDup := len(g.data) == 0 && g.flags&(tcp.FlagSYN|tcp.FlagFIN) == 0 && !winChanged
+	// With SACK recovery only an ACK with new SACK information counts
+	// (RFC 6675 §2, DupAck (e)): without D-SACK, the ACK for a duplicate
+	// segment is a pure duplicate too, and spurious retransmissions would
+	// otherwise start recovery after recovery.
+	if c.sackRecovery() {
+		pureDup = false
+	}
 	if ack == c.sndUna && c.sndMax != c.sndUna && (pureDup || newSACK) {
 		c.onDupAck()
 	}
@@ -374,6 +386,7 @@ func (c *Conn) markSACK(o *tcp.Options) bool {
 			if !sg.sacked && sg.seq.GreaterThanEq(b.Left) && sg.end().LessThanEq(b.Right) {
 				sg.sacked = true
 				marked = true
+				c.delivered(sg)
 			}
 		}
 		if b.Right.GreaterThan(c.highSacked) {
@@ -559,7 +572,7 @@ func (c *Conn) rcvFIN() {
 
 func (c *Conn) enterTimeWait() {
 	c.state = StateTimeWait
-	c.rtoAt = NoDeadline
+	c.rtoAt, c.tlp = NoDeadline, false
 	c.persist = false
 	c.delackAt = NoDeadline
 	for c.sqLen > 0 {

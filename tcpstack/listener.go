@@ -90,7 +90,7 @@ func (l *Listener) onSYN(g *inSeg, key connKey) {
 	c.applySynOptions(g)
 	l.halfOpen++
 	c.sendSYN()
-	c.rtoAt = s.now + c.rto
+	c.rtoAt, c.tlp = s.now+c.rto, false
 	c.rearm()
 }
 

@@ -61,12 +61,11 @@ done:
 	if c.sndMax != c.sndUna {
 		if c.rtoAt == NoDeadline || c.persist {
 			c.persist = false
-			c.rtoAt = c.s.now + c.rto
-			c.rearm()
+			c.armRTO()
 		}
 	} else if c.sqLen > 0 && c.sndWnd == 0 && c.rtoAt == NoDeadline {
 		c.persist = true
-		c.rtoAt = c.s.now + c.rto
+		c.rtoAt, c.tlp = c.s.now+c.rto, false
 		c.rearm()
 	}
 	if c.ackNow {
@@ -143,6 +142,8 @@ func (c *Conn) xmit(g *seg, from, to tcp.Seq) {
 	}
 	start := s.writeHeaders(b, headroom, n, c.rmac, c.key, from, c.rcvNxt, flags, wnd, o)
 	s.queueTx(b[start : headroom+n])
+	c.xmitN++
+	g.sendN = c.xmitN
 	if from.LessThan(c.sndMax) {
 		g.rexmit = true
 		s.Stats.TxRetransmits++
@@ -403,7 +404,7 @@ func (c *Conn) onDupAck() {
 		c.s.markDirty(c)
 		return
 	}
-	if c.dupAcks < 3 || !c.sndUna.GreaterThan(c.recover) {
+	if c.dupAcks < 3 || c.sndUna.LessThan(c.recover) { // see sackDupAck
 		return
 	}
 	// Fast retransmit (RFC 6582 §3.2 step 2).
@@ -440,7 +441,7 @@ func (c *Conn) retransmitHole(limit tcp.Seq) {
 		from := g.seq.Max(c.sndUna)
 		to := g.end().Min(c.sndMax)
 		c.xmit(g, from, to)
-		c.rtoAt = c.s.now + c.rto
+		c.rtoAt, c.tlp = c.s.now+c.rto, false
 		c.persist = false
 		c.rearm()
 		return
@@ -459,7 +460,7 @@ func (c *Conn) onRTO() {
 			return
 		}
 		c.sendSYN()
-		c.rtoAt = s.now + c.rto
+		c.rtoAt, c.tlp = s.now+c.rto, false
 		c.rearm()
 		return
 	}
@@ -472,6 +473,7 @@ func (c *Conn) onRTO() {
 		return
 	}
 	s.Stats.Timeouts++
+	c.tlpOut = false
 	mss := uint32(c.sndMSS)
 	flight := c.sndUna.Size(c.sndMax)
 	if !c.inRecovery || c.retries == 1 {
@@ -499,7 +501,7 @@ func (c *Conn) onRTO() {
 	} else {
 		c.sndNxt = c.sndUna
 	}
-	c.rtoAt = s.now + c.rto
+	c.rtoAt, c.tlp = s.now+c.rto, false
 	c.rearm()
 	s.markDirty(c)
 }
@@ -532,7 +534,7 @@ func (c *Conn) onPersist() {
 		c.sendCtl(c.sndUna.Sub(1), tcp.FlagACK)
 		c.rto = min(2*c.rto, s.cfg.MaxRTO)
 		c.persist = true
-		c.rtoAt = s.now + c.rto
+		c.rtoAt, c.tlp = s.now+c.rto, false
 		c.rearm()
 		return
 	}

@@ -140,7 +140,8 @@ type Stats struct {
 	RxNoConn, RxDropped, RxOOO, RxDupData, RxPAWS, RxOutOfWindow    uint64
 	RxChallengeACK, RxSynDropped                                    uint64
 	TxFrames, TxDropped, TxSegments, TxRetransmits, TxRST           uint64
-	FastRetransmits, Timeouts, ZeroWindowProbes                     uint64
+	FastRetransmits, Timeouts, ZeroWindowProbes, TailLossProbes     uint64
+	RACKRecoveries                                                  uint64 // recoveries started by the probe timer (RACK)
 
 	// RTT is a histogram of the round-trip samples that feed the RTO
 	// estimator (RFC 6298: timed segments or, with timestamps, echoed
