@@ -3,7 +3,7 @@ GO       ?= go
 PKGS     ?= ./...
 FUZZTIME ?= 3s
 
-.PHONY: help build demo test check fmt-check vet unit fuzz-short fuzz bench clean generate
+.PHONY: help build bin demo test check fmt-check vet unit fuzz-short fuzz bench bench-quick microbench soak long clean generate
 
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -11,8 +11,11 @@ help: ## list targets
 build: ## compile every package and command
 	$(GO) build $(PKGS)
 
-demo: build ## the main job: today a tour of the iWARP wire layer checked by tshark
-	$(GO) run ./wire/wiretest/tour
+bin: ## build xrnicd, xrnicctl and xrnic-perf into bin/
+	$(GO) build -o bin/ ./cmd/xrnicd ./cmd/xrnicctl ./cmd/xrnic-perf
+
+demo: bin ## the main job: xrnicd on afxdp in a netns pair, a tour and a perf comparison (root; loopback otherwise)
+	bin/xrnic-perf demo
 
 test: check unit fuzz-short ## what CI runs: format, vet, all tests with -race, a short fuzz pass
 
@@ -35,8 +38,26 @@ fuzz-short: ## run every fuzz target for FUZZTIME (default 3s)
 fuzz: ## run every fuzz target for 2 minutes (override FUZZTIME)
 	FUZZTIME=2m scripts/fuzz.sh
 
-bench: ## every benchmark, 0-alloc report, 5 runs (feed to benchstat)
-	$(GO) test -run='^$$' -bench=. -benchmem -count=5 $(PKGS)
+bench: bin ## the full xrnic-perf sweep (~10-15 min): JSON and SVG charts in results/, table in docs/PERFORMANCE.md
+	bin/xrnic-perf bench
+
+bench-quick: bin ## a short sweep into results/ (docs untouched)
+	bin/xrnic-perf bench --quick --doc ""
+
+# Hot paths: FPDU build/parse (mpa, ddp, rdmap, crc32c), placement checks
+# (mem), atomics, TCP segment processing (wire/tcp, tcpstack) and ring
+# operations (afxdp). Integration benchmarks (netns, XDP) are excluded.
+MICROBENCH ?= ^Benchmark([^I]|I[^n])
+MICROPKGS  ?= ./wire/... ./atomics ./mem ./tcpstack ./afxdp
+COUNT      ?= 6
+microbench: ## hot-path Go benchmarks, COUNT runs each, benchstat-ready (make microbench > new.txt; benchstat old.txt new.txt)
+	$(GO) test -run='^$$' -bench='$(MICROBENCH)' -benchmem -count=$(COUNT) $(MICROPKGS)
+
+soak: ## 60 s soak: one xrnicd, 4 client processes x 250 QPs (CI runs 8 s, 4 x 50)
+	XRNIC_SOAK=1 $(GO) test -count=1 -run TestIntegrationSoak -v -timeout 10m ./reliability
+
+long: ## long forms of the reliability tests: 1M STag guesses, 4 x 25,000 FetchAdds per fault level
+	XRNIC_LONG=1 $(GO) test -count=1 -run 'TestSTagGuessing|TestIntegrationDaemonGuessing|TestIntegrationWireFaults' -v -timeout 60m ./reliability
 
 generate: ## rebuild generated code (bpf/: needs clang, llvm-strip, libbpf-dev headers)
 	$(GO) generate ./bpf/...

@@ -1,0 +1,61 @@
+// Command xrnic-perf measures xrnic the way perftest measures an RDMA
+// device: the tests write_bw, write_lat, read_bw, read_lat, send_bw,
+// send_lat, atomic_bw, atomic_lat and imm_lat (RFC 7306 Immediate Data
+// ping-pong; write_bw/write_lat --write_with_imm use Write with Immediate),
+// with perftest's flags where they apply, its banner, columns and
+// arithmetic (see report.go) and its JSON keys (--out_json).
+//
+//	xrnic-perf write_bw [options]               # server
+//	xrnic-perf write_bw [options] 198.18.0.1    # client, same options
+//
+// Client and server exchange parameters and STags without a side channel:
+// in MPA private data of the connection requests and replies, then in
+// Sends on a control QP (proto.go). Send bandwidth is paced by credits the
+// receiver returns as Immediate Data, because an iWARP Send that finds no
+// posted receive is a fatal error (there is no RNR retry as in
+// InfiniBand).
+//
+// The same binary carries the kernel TCP baseline (tcp_bw, tcp_lat), the
+// guided tour behind `make demo` (demo) and the sweep behind `make bench`
+// (bench).
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	os.Exit(mainCtx(ctx, os.Args[1:]))
+}
+
+func mainCtx(ctx context.Context, args []string) int {
+	if len(args) > 0 {
+		switch args[0] {
+		case "demo":
+			return runDemo(ctx, args[1:])
+		case "bench":
+			return runBench(ctx, args[1:])
+		}
+	}
+	p, err := parseParams(args, os.Stderr)
+	if err != nil {
+		if errors.Is(err, errUsage) || errors.Is(err, flag.ErrHelp) {
+			return 2
+		}
+		fmt.Fprintln(os.Stderr, "xrnic-perf:", err)
+		return 2
+	}
+	if err := run(ctx, p, os.Stdout); err != nil {
+		fmt.Fprintln(os.Stderr, "xrnic-perf:", err)
+		return 1
+	}
+	return 0
+}
