@@ -63,6 +63,7 @@ func setupNetns(t *testing.T) *netns {
 	if _, err := exec.LookPath("ip"); err != nil {
 		t.Skip("needs iproute2 (ip)")
 	}
+	removeStaleNetns()
 	name := fmt.Sprintf("xrnic-tcp-%d", os.Getpid())
 	exec.Command("ip", "netns", "del", name).Run()
 	ipCmd(t, "netns", "add", name)
@@ -81,6 +82,21 @@ func setupNetns(t *testing.T) *netns {
 	}
 	t.Cleanup(func() { unix.Close(fd) })
 	return &netns{name: name, fd: fd}
+}
+
+// removeStaleNetns deletes namespaces of earlier runs (xrnic-tcp-PID) whose
+// process is gone: a test binary killed mid-test cannot run its cleanup.
+func removeStaleNetns() {
+	ents, _ := os.ReadDir("/run/netns")
+	for _, e := range ents {
+		var pid int
+		if _, err := fmt.Sscanf(e.Name(), "xrnic-tcp-%d", &pid); err != nil || pid == os.Getpid() {
+			continue
+		}
+		if _, err := os.Stat(fmt.Sprintf("/proc/%d", pid)); os.IsNotExist(err) {
+			exec.Command("ip", "netns", "del", e.Name()).Run()
+		}
+	}
 }
 
 // in runs fn on a thread inside the namespace; sockets created there stay
