@@ -1069,6 +1069,13 @@ func (x *xconn) txStep() {
 		return
 	}
 	x.qp.txStep(room, x.put)
+	if len(x.pend) == 0 && x.c.FreeSegments() == 0 {
+		// The step filled the send queue exactly (nothing overflowed into
+		// pend, so no Segment call found it full): ask for EvWritable,
+		// or what the QP still has to send waits for a kick that may
+		// never come (every WR posted, the poster waiting for them).
+		x.c.Segment()
+	}
 }
 
 // fpduLen returns the wire length of the FPDU at the start of b (MPA
