@@ -15,7 +15,6 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -28,6 +27,7 @@ import (
 	"xrnic/atomics"
 	"xrnic/bpf"
 	"xrnic/datapath/netlinkutil"
+	"xrnic/internal/netnstest"
 	"xrnic/mem"
 )
 
@@ -50,81 +50,24 @@ type xdpEnv struct {
 
 func requireXDPRoot(t testing.TB) {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: creates network namespaces, attaches XDP and opens AF_XDP sockets (CI runs it as root)")
-	}
-	if _, err := exec.LookPath("ip"); err != nil {
-		t.Skip("needs the ip command (iproute2)")
-	}
-	fd, err := unix.Socket(unix.AF_XDP, unix.SOCK_RAW|unix.SOCK_CLOEXEC, 0)
-	if err != nil {
-		t.Skipf("no AF_XDP sockets here (CONFIG_XDP_SOCKETS?): %v", err)
-	}
-	unix.Close(fd)
+	netnstest.RequireRoot(t, true)
 }
 
 func ipRun(t testing.TB, args ...string) {
 	t.Helper()
-	if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
-		t.Fatalf("ip %s: %v\n%s", strings.Join(args, " "), err, out)
-	}
+	netnstest.IP(t, args...)
 }
 
-// removeStaleNS deletes namespaces of earlier runs whose process is gone.
-func removeStaleNS() {
-	out, _ := exec.Command("ip", "netns", "list").Output()
-	for _, line := range strings.Split(string(out), "\n") {
-		name, _, _ := strings.Cut(strings.TrimSpace(line), " ")
-		rest, ok := strings.CutPrefix(name, xdpNSPrefix)
-		if !ok {
-			continue
-		}
-		pid, _, _ := strings.Cut(rest, "-")
-		if n, err := strconv.Atoi(pid); err == nil && n != os.Getpid() {
-			if _, err := os.Stat(fmt.Sprintf("/proc/%d", n)); err == nil {
-				continue
-			}
-		}
-		exec.Command("ip", "netns", "del", name).Run()
-	}
-}
-
-var envSeq int
-
-// newXDPEnv makes the namespace pair. mtu 0 keeps 1500. kernelGSO false
-// limits GSO on B's end to one MTU-sized segment (see the package doc of
-// the afxdp transport: a single-buffer AF_XDP socket cannot take the
-// 64 KiB GSO frames a veth peer's kernel TCP sends).
+// newXDPEnv makes the namespace pair. mtu 0 keeps 1500. limitGSO limits
+// GSO to one MTU-sized segment (see the package doc of the afxdp
+// transport: a single-buffer AF_XDP socket cannot take the 64 KiB GSO
+// frames a veth peer's kernel TCP sends).
 func newXDPEnv(t testing.TB, mtu int, limitGSO bool) *xdpEnv {
 	t.Helper()
 	requireXDPRoot(t)
-	removeStaleNS()
-	envSeq++
-	e := &xdpEnv{
-		nsA:  fmt.Sprintf("%s%d-%d-a", xdpNSPrefix, os.Getpid(), envSeq),
-		nsB:  fmt.Sprintf("%s%d-%d-b", xdpNSPrefix, os.Getpid(), envSeq),
-		devA: "xdpa", devB: "xdpb",
-	}
-	for _, ns := range []string{e.nsA, e.nsB} {
-		ipRun(t, "netns", "add", ns)
-		t.Cleanup(func() { exec.Command("ip", "netns", "del", ns).Run() })
-	}
-	ipRun(t, "-n", e.nsA, "link", "add", e.devA, "type", "veth", "peer", "name", e.devB, "netns", e.nsB)
-	for _, x := range []struct {
-		ns, dev string
-		ip      netip.Addr
-	}{{e.nsA, e.devA, xdpIPA}, {e.nsB, e.devB, xdpIPB}} {
-		if mtu > 0 {
-			ipRun(t, "-n", x.ns, "link", "set", x.dev, "mtu", strconv.Itoa(mtu))
-		}
-		if limitGSO {
-			ipRun(t, "-n", x.ns, "link", "set", x.dev, "gso_max_size", strconv.Itoa(max(mtu, 1500)), "gso_max_segs", "1")
-		}
-		ipRun(t, "-n", x.ns, "addr", "add", x.ip.String()+"/24", "dev", x.dev)
-		ipRun(t, "-n", x.ns, "link", "set", x.dev, "up")
-		ipRun(t, "-n", x.ns, "link", "set", "lo", "up")
-	}
-	return e
+	p := netnstest.NewPair(t, netnstest.PairOptions{Prefix: xdpNSPrefix, DevA: "xdpa", DevB: "xdpb",
+		AddrA: xdpIPA, AddrB: xdpIPB, MTU: mtu, LimitGSO: limitGSO})
+	return &xdpEnv{nsA: p.NSA, nsB: p.NSB, devA: p.DevA, devB: p.DevB}
 }
 
 // in runs f on a fresh thread in namespace ns (discarded afterwards).
@@ -583,7 +526,7 @@ func TestIntegrationXDPCleanup(t *testing.T) {
 		ipRun(t, "netns", "del", ns)
 	}
 	out, _ := exec.Command("ip", "netns", "list").Output()
-	if strings.Contains(string(out), fmt.Sprintf("%s%d-%d-", xdpNSPrefix, os.Getpid(), envSeq)) {
+	if strings.Contains(string(out), e.nsA) || strings.Contains(string(out), e.nsB) {
 		t.Errorf("namespaces left: %s", out)
 	}
 }

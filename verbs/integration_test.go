@@ -6,22 +6,18 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"math/rand/v2"
 	"net/netip"
 	"os"
 	"os/exec"
-	"runtime"
-	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"xrnic/atomics"
+	"xrnic/internal/netnstest"
 )
 
 // Integration tests of the "afxdp" transport through the verbs API: two
@@ -42,96 +38,29 @@ type nsEnv struct {
 
 func requireRootNS(t testing.TB) {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: creates network namespaces, attaches XDP and opens AF_XDP sockets (CI runs it as root)")
-	}
-	if _, err := exec.LookPath("ip"); err != nil {
-		t.Skip("needs the ip command (iproute2)")
-	}
-	fd, err := unix.Socket(unix.AF_XDP, unix.SOCK_RAW|unix.SOCK_CLOEXEC, 0)
-	if err != nil {
-		t.Skipf("no AF_XDP sockets here (CONFIG_XDP_SOCKETS?): %v", err)
-	}
-	unix.Close(fd)
+	netnstest.RequireRoot(t, true)
 }
 
 func ipCmd(t testing.TB, args ...string) {
 	t.Helper()
-	if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
-		t.Fatalf("ip %s: %v\n%s", strings.Join(args, " "), err, out)
-	}
+	netnstest.IP(t, args...)
 }
 
-// removeStale deletes namespaces of earlier runs whose process is gone.
-func removeStale() {
-	out, _ := exec.Command("ip", "netns", "list").Output()
-	for _, line := range strings.Split(string(out), "\n") {
-		name, _, _ := strings.Cut(strings.TrimSpace(line), " ")
-		rest, ok := strings.CutPrefix(name, nsPrefix)
-		if !ok {
-			continue
-		}
-		pid, _, _ := strings.Cut(rest, "-")
-		if n, err := strconv.Atoi(pid); err == nil && n != os.Getpid() {
-			if _, err := os.Stat(fmt.Sprintf("/proc/%d", n)); err == nil {
-				continue
-			}
-		}
-		exec.Command("ip", "netns", "del", name).Run()
-	}
-}
-
-var nsSeq int
-
-// newNSEnv makes the namespace pair. GSO on the veth is limited to one
-// MTU-sized segment: a single-buffer AF_XDP socket cannot take the 64 KiB
-// GSO frames a kernel TCP peer would send over veth.
+// newNSEnv makes the namespace pair, GSO limited to one MTU-sized segment:
+// a single-buffer AF_XDP socket cannot take the 64 KiB GSO frames a kernel
+// TCP peer would send over veth.
 func newNSEnv(t testing.TB) *nsEnv {
 	t.Helper()
 	requireRootNS(t)
-	removeStale()
-	nsSeq++
-	e := &nsEnv{
-		nsA:  fmt.Sprintf("%s%d-%d-a", nsPrefix, os.Getpid(), nsSeq),
-		nsB:  fmt.Sprintf("%s%d-%d-b", nsPrefix, os.Getpid(), nsSeq),
-		devA: "vba", devB: "vbb",
-	}
-	for _, ns := range []string{e.nsA, e.nsB} {
-		ipCmd(t, "netns", "add", ns)
-		t.Cleanup(func() { exec.Command("ip", "netns", "del", ns).Run() })
-	}
-	ipCmd(t, "-n", e.nsA, "link", "add", e.devA, "type", "veth", "peer", "name", e.devB, "netns", e.nsB)
-	for _, x := range []struct {
-		ns, dev string
-		ip      netip.Addr
-	}{{e.nsA, e.devA, ipA}, {e.nsB, e.devB, ipB}} {
-		ipCmd(t, "-n", x.ns, "link", "set", x.dev, "gso_max_size", "1500", "gso_max_segs", "1")
-		ipCmd(t, "-n", x.ns, "addr", "add", x.ip.String()+"/24", "dev", x.dev)
-		ipCmd(t, "-n", x.ns, "link", "set", x.dev, "up")
-		ipCmd(t, "-n", x.ns, "link", "set", "lo", "up")
-	}
-	return e
+	p := netnstest.NewPair(t, netnstest.PairOptions{Prefix: nsPrefix, DevA: "vba", DevB: "vbb",
+		AddrA: ipA, AddrB: ipB, LimitGSO: true})
+	return &nsEnv{nsA: p.NSA, nsB: p.NSB, devA: p.DevA, devB: p.DevB}
 }
 
-// in runs f on a fresh OS thread in namespace ns; the thread is discarded
-// afterwards (it never returns to the Go scheduler's pool).
+// in runs f on a fresh OS thread in namespace ns.
 func in(t testing.TB, ns string, f func() error) error {
 	t.Helper()
-	fd, err := unix.Open("/run/netns/"+ns, unix.O_RDONLY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer unix.Close(fd)
-	ch := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread() // never unlocked: the thread dies with the goroutine
-		if err := unix.Setns(fd, unix.CLONE_NEWNET); err != nil {
-			ch <- err
-			return
-		}
-		ch <- f()
-	}()
-	return <-ch
+	return netnstest.In(t, ns, f)
 }
 
 func openIn(t testing.TB, ns string, cfg DeviceConfig) *Device {
