@@ -9,14 +9,12 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
-	"runtime"
 	"strconv"
 	"strings"
 	"testing"
 
-	"golang.org/x/sys/unix"
-
 	"xrnic/bpf"
+	"xrnic/internal/netnstest"
 )
 
 // Root tests in network namespaces (wire_faults_test.go, restart_test.go,
@@ -44,43 +42,12 @@ type wireEnv struct {
 
 func requireNetRoot(t testing.TB) {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: creates network namespaces, attaches tc/XDP programs and opens AF_XDP sockets (CI runs it as root)")
-	}
-	if _, err := exec.LookPath("ip"); err != nil {
-		t.Skip("needs the ip command (iproute2)")
-	}
-	fd, err := unix.Socket(unix.AF_XDP, unix.SOCK_RAW|unix.SOCK_CLOEXEC, 0)
-	if err != nil {
-		t.Skipf("no AF_XDP sockets here (CONFIG_XDP_SOCKETS?): %v", err)
-	}
-	unix.Close(fd)
+	netnstest.RequireRoot(t, true)
 }
 
 func rlIP(t testing.TB, args ...string) {
 	t.Helper()
-	if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
-		t.Fatalf("ip %s: %v\n%s", strings.Join(args, " "), err, out)
-	}
-}
-
-// removeStaleRLNS deletes namespaces of earlier runs whose process is gone.
-func removeStaleRLNS() {
-	out, _ := exec.Command("ip", "netns", "list").Output()
-	for _, line := range strings.Split(string(out), "\n") {
-		name, _, _ := strings.Cut(strings.TrimSpace(line), " ")
-		rest, ok := strings.CutPrefix(name, rlNSPrefix)
-		if !ok {
-			continue
-		}
-		pid, _, _ := strings.Cut(rest, "-")
-		if n, err := strconv.Atoi(pid); err == nil && n != os.Getpid() {
-			if _, err := os.Stat(fmt.Sprintf("/proc/%d", n)); err == nil {
-				continue
-			}
-		}
-		exec.Command("ip", "netns", "del", name).Run()
-	}
+	netnstest.IP(t, args...)
 }
 
 var rlSeq int
@@ -96,7 +63,7 @@ var rlSeq int
 func newWireEnv(t testing.TB, wire bool) *wireEnv {
 	t.Helper()
 	requireNetRoot(t)
-	removeStaleRLNS()
+	netnstest.RemoveStale(rlNSPrefix)
 	rlSeq++
 	base := fmt.Sprintf("%s%d-%d-", rlNSPrefix, os.Getpid(), rlSeq)
 	e := &wireEnv{nsA: base + "a", nsM: base + "m", nsB: base + "b", devA: "rla", devB: "rlb"}
@@ -157,25 +124,10 @@ func newWireEnv(t testing.TB, wire bool) *wireEnv {
 	return e
 }
 
-// nsDo runs f on a fresh OS thread in namespace ns; the thread is
-// discarded afterwards (it never returns to the Go scheduler's pool).
+// nsDo runs f on a fresh OS thread in namespace ns.
 func nsDo(t testing.TB, ns string, f func() error) error {
 	t.Helper()
-	fd, err := unix.Open("/run/netns/"+ns, unix.O_RDONLY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer unix.Close(fd)
-	ch := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread() // never unlocked: the thread dies with the goroutine
-		if err := unix.Setns(fd, unix.CLONE_NEWNET); err != nil {
-			ch <- err
-			return
-		}
-		ch <- f()
-	}()
-	return <-ch
+	return netnstest.In(t, ns, f)
 }
 
 // kernelTCP reads the Tcp: counters of /proc/net/snmp in namespace ns.
