@@ -17,7 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	dto "github.com/prometheus/client_model/go"
 
-	"xrnic/datapath"
+	"xrnic/internal/engine"
 	"xrnic/mem"
 )
 
@@ -26,17 +26,17 @@ import (
 type rig struct {
 	state  *State
 	region *mem.MR
-	srvQP  *datapath.QP
-	cli    *datapath.QP
+	srvQP  *engine.QP
+	cli    *engine.QP
 	cliMR  *mem.MR
-	cliCQ  *datapath.CQ
+	cliCQ  *engine.CQ
 }
 
 func newRig(t *testing.T) *rig {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	dev, err := datapath.Open(datapath.Config{ConnTimeout: 2 * time.Second})
+	dev, err := engine.Open(engine.Config{ConnTimeout: 2 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,13 +52,13 @@ func newRig(t *testing.T) *rig {
 	s.AddRegion(Region{Name: "counter", MR: mr, Backing: mem.Backing4K, PageSize: mem.Size4K, Access: mem.RemoteRead | mem.RemoteWrite | mem.RemoteAtomic})
 	scq, _ := dev.CreateCQ(8)
 	rcq, _ := dev.CreateCQ(8)
-	srv, err := dev.CreateQP(datapath.QPAttr{PD: pd, SendCQ: scq, RecvCQ: rcq, SQDepth: 4, RQDepth: 4})
+	srv, err := dev.CreateQP(engine.QPAttr{PD: pd, SendCQ: scq, RecvCQ: rcq, SQDepth: 4, RQDepth: 4})
 	if err != nil {
 		t.Fatal(err)
 	}
 	s.AddQP(srv, "127.0.0.1:1")
 
-	cdev, err := datapath.Open(datapath.Config{ConnTimeout: 2 * time.Second})
+	cdev, err := engine.Open(engine.Config{ConnTimeout: 2 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,7 +66,7 @@ func newRig(t *testing.T) *rig {
 	cpd := cdev.AllocPD()
 	cscq, _ := cdev.CreateCQ(8)
 	crcq, _ := cdev.CreateCQ(8)
-	cqp, err := cdev.CreateQP(datapath.QPAttr{PD: cpd, SendCQ: cscq, RecvCQ: crcq, SQDepth: 4, RQDepth: 4})
+	cqp, err := cdev.CreateQP(engine.QPAttr{PD: cpd, SendCQ: cscq, RecvCQ: crcq, SQDepth: 4, RQDepth: 4})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,14 +83,14 @@ func newRig(t *testing.T) *rig {
 	go func() {
 		req, err := ln.Accept(ctx)
 		if err == nil {
-			err = req.Accept(ctx, srv, datapath.ConnParams{})
+			err = req.Accept(ctx, srv, engine.ConnParams{})
 		}
 		if err == nil {
 			s.CountMPA(MPAAccepted)
 		}
 		errc <- err
 	}()
-	if err := cqp.Connect(ctx, ln.Addr().String(), datapath.ConnParams{}); err != nil {
+	if err := cqp.Connect(ctx, ln.Addr().String(), engine.ConnParams{}); err != nil {
 		t.Fatal(err)
 	}
 	if err := <-errc; err != nil {
@@ -99,16 +99,16 @@ func newRig(t *testing.T) *rig {
 	return &rig{state: s, region: mr, srvQP: srv, cli: cqp, cliMR: cmr, cliCQ: cscq}
 }
 
-func (r *rig) post(t *testing.T, wr datapath.SendWR) datapath.Completion {
+func (r *rig) post(t *testing.T, wr engine.SendWR) engine.Completion {
 	t.Helper()
-	wr.Flags |= datapath.FlagSignaled
-	wr.SGL = []datapath.SGE{{Addr: 0, Length: 8, LKey: r.cliMR.STag()}}
+	wr.Flags |= engine.FlagSignaled
+	wr.SGL = []engine.SGE{{Addr: 0, Length: 8, LKey: r.cliMR.STag()}}
 	if err := r.cli.PostSend(&wr); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	wc := make([]datapath.Completion, 1)
+	wc := make([]engine.Completion, 1)
 	for r.cliCQ.Poll(wc) == 0 {
 		if err := r.cliCQ.Wait(ctx); err != nil {
 			t.Fatal(err)
@@ -162,12 +162,12 @@ func TestCollectorCountsOperations(t *testing.T) {
 		t.Fatalf("fetch_add before: %v", v)
 	}
 	for i := range 3 {
-		if c := r.post(t, datapath.SendWR{Op: datapath.OpFetchAdd, RemoteSTag: r.region.STag(), RemoteTO: 0, CompareAdd: 2}); c.Status != datapath.StatusSuccess || c.AtomicOrig != uint64(2*i) {
+		if c := r.post(t, engine.SendWR{Op: engine.OpFetchAdd, RemoteSTag: r.region.STag(), RemoteTO: 0, CompareAdd: 2}); c.Status != engine.StatusSuccess || c.AtomicOrig != uint64(2*i) {
 			t.Fatalf("fetchadd %d: %+v", i, c)
 		}
 	}
-	r.post(t, datapath.SendWR{Op: datapath.OpCmpSwap, RemoteSTag: r.region.STag(), CompareAdd: 6, Swap: 1, CompareMask: ^uint64(0), SwapMask: ^uint64(0)})
-	r.post(t, datapath.SendWR{Op: datapath.OpCmpSwap, RemoteSTag: r.region.STag(), CompareAdd: 6, Swap: 1, CompareMask: ^uint64(0), SwapMask: ^uint64(0)})
+	r.post(t, engine.SendWR{Op: engine.OpCmpSwap, RemoteSTag: r.region.STag(), CompareAdd: 6, Swap: 1, CompareMask: ^uint64(0), SwapMask: ^uint64(0)})
+	r.post(t, engine.SendWR{Op: engine.OpCmpSwap, RemoteSTag: r.region.STag(), CompareAdd: 6, Swap: 1, CompareMask: ^uint64(0), SwapMask: ^uint64(0)})
 	checks := []struct {
 		name   string
 		labels map[string]string
@@ -190,8 +190,8 @@ func TestCollectorCountsOperations(t *testing.T) {
 	}
 	// An atomic on a misaligned target is refused: the error counter and a
 	// Terminate move, and the totals survive the QP's retirement.
-	c := r.post(t, datapath.SendWR{Op: datapath.OpFetchAdd, RemoteSTag: r.region.STag(), RemoteTO: 3, CompareAdd: 1})
-	if c.Status == datapath.StatusSuccess {
+	c := r.post(t, engine.SendWR{Op: engine.OpFetchAdd, RemoteSTag: r.region.STag(), RemoteTO: 3, CompareAdd: 1})
+	if c.Status == engine.StatusSuccess {
 		t.Fatalf("misaligned fetchadd succeeded: %+v", c)
 	}
 	if v := value(t, reg, "xrnic_atomic_errors_total", map[string]string{"reason": "misaligned"}); v != 1 {
@@ -232,7 +232,7 @@ func (fakeSources) XDPProgramCounters() []XDPProgramCounter {
 
 func TestMetricsLint(t *testing.T) {
 	r := newRig(t)
-	r.state.Latency.Observe(QueueRecv, datapath.OpRecv, 3*time.Microsecond)
+	r.state.Latency.Observe(QueueRecv, engine.OpRecv, 3*time.Microsecond)
 	for _, tc := range []struct {
 		name string
 		c    prometheus.Collector
@@ -373,7 +373,7 @@ func TestDefaultPolicy(t *testing.T) {
 // TestDeviceSourcesKernel: a kernel-transport device has no TCP or XDP
 // source, so those families are absent from its metrics.
 func TestDeviceSourcesKernel(t *testing.T) {
-	dev, err := datapath.Open(datapath.Config{})
+	dev, err := engine.Open(engine.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}

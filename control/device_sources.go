@@ -1,7 +1,7 @@
 package control
 
 import (
-	"xrnic/datapath"
+	"xrnic/internal/engine"
 	"xrnic/tcpstack"
 )
 
@@ -12,7 +12,7 @@ import (
 // XDP_STATISTICS (a getsockopt per queue), the steering program's per-CPU
 // counters (one map lookup), and the user-space TCP's counters (read on
 // each queue's poll loop, which owns them).
-func DeviceSources(dev *datapath.Device, iface string) (TCPSource, XDPSource) {
+func DeviceSources(dev *engine.Device, iface string) (TCPSource, XDPSource) {
 	if _, ok := dev.XDPInfo(); !ok {
 		return nil, nil
 	}
@@ -21,7 +21,7 @@ func DeviceSources(dev *datapath.Device, iface string) (TCPSource, XDPSource) {
 }
 
 type deviceSource struct {
-	dev   *datapath.Device
+	dev   *engine.Device
 	iface string
 }
 

@@ -5,7 +5,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"xrnic/datapath"
+	"xrnic/internal/engine"
 )
 
 // Queue names a work queue for the completion latency histogram.
@@ -21,7 +21,7 @@ const (
 var queueNames = [numQueues]string{"send", "recv"}
 
 // maxOpcode bounds the datapath opcodes the histogram is resolved for.
-const maxOpcode = int(datapath.OpRecvWriteImm) + 1
+const maxOpcode = int(engine.OpRecvWriteImm) + 1
 
 // Latency is the completion latency histogram (xrnic_completion_latency_seconds):
 // the time from posting a work request to polling its completion, by queue
@@ -44,14 +44,14 @@ func NewLatency() *Latency {
 	}, []string{"queue", "opcode"})}
 	for q := range l.obs {
 		for op := 1; op < maxOpcode; op++ {
-			l.obs[q][op] = l.vec.WithLabelValues(queueNames[q], OpcodeLabel(datapath.Opcode(op)))
+			l.obs[q][op] = l.vec.WithLabelValues(queueNames[q], OpcodeLabel(engine.Opcode(op)))
 		}
 	}
 	return l
 }
 
 // Observe records one completion.
-func (l *Latency) Observe(q Queue, op datapath.Opcode, d time.Duration) {
+func (l *Latency) Observe(q Queue, op engine.Opcode, d time.Duration) {
 	if q < numQueues && int(op) > 0 && int(op) < maxOpcode {
 		l.obs[q][op].Observe(d.Seconds())
 	}
@@ -60,16 +60,16 @@ func (l *Latency) Observe(q Queue, op datapath.Opcode, d time.Duration) {
 // Collector returns the histogram vector for registration.
 func (l *Latency) Collector() prometheus.Collector { return l.vec }
 
-var opcodeLabels = map[datapath.Opcode]string{
-	datapath.OpSend: "send", datapath.OpSendSE: "send_se", datapath.OpSendInv: "send_inv",
-	datapath.OpSendSEInv: "send_se_inv", datapath.OpWrite: "write", datapath.OpWriteImm: "write_imm",
-	datapath.OpRead: "read", datapath.OpFetchAdd: "fetch_add", datapath.OpCmpSwap: "cmp_swap",
-	datapath.OpImm: "imm", datapath.OpImmSE: "imm_se", datapath.OpLocalInv: "local_inv",
-	datapath.OpRecv: "recv", datapath.OpRecvImm: "recv_imm", datapath.OpRecvWriteImm: "recv_write_imm",
+var opcodeLabels = map[engine.Opcode]string{
+	engine.OpSend: "send", engine.OpSendSE: "send_se", engine.OpSendInv: "send_inv",
+	engine.OpSendSEInv: "send_se_inv", engine.OpWrite: "write", engine.OpWriteImm: "write_imm",
+	engine.OpRead: "read", engine.OpFetchAdd: "fetch_add", engine.OpCmpSwap: "cmp_swap",
+	engine.OpImm: "imm", engine.OpImmSE: "imm_se", engine.OpLocalInv: "local_inv",
+	engine.OpRecv: "recv", engine.OpRecvImm: "recv_imm", engine.OpRecvWriteImm: "recv_write_imm",
 }
 
 // OpcodeLabel is the label value of a work request or completion opcode.
-func OpcodeLabel(op datapath.Opcode) string {
+func OpcodeLabel(op engine.Opcode) string {
 	if s, ok := opcodeLabels[op]; ok {
 		return s
 	}

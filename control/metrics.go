@@ -8,7 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
-	"xrnic/datapath"
+	"xrnic/internal/engine"
 	"xrnic/mem"
 	"xrnic/wire/term"
 )
@@ -34,7 +34,7 @@ func PageSizeLabel(n int) string {
 	return strconv.Itoa(n)
 }
 
-var qpStates = []datapath.QPState{datapath.QPInit, datapath.QPConnecting, datapath.QPRTS, datapath.QPClosing, datapath.QPError, datapath.QPClosed}
+var qpStates = []engine.QPState{engine.QPInit, engine.QPConnecting, engine.QPRTS, engine.QPClosing, engine.QPError, engine.QPClosed}
 
 func desc(name, help string, labels ...string) *prometheus.Desc {
 	return prometheus.NewDesc(name, help, labels, nil)

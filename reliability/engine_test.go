@@ -10,32 +10,32 @@ import (
 	"testing"
 	"time"
 
-	"xrnic/datapath"
-	"xrnic/datapath/datapathtest"
+	"xrnic/internal/engine"
+	"xrnic/internal/engine/enginetest"
 	"xrnic/mem"
 	"xrnic/wire/rdmap"
 	"xrnic/wire/term"
 )
 
-// engine is an in-process RNIC (datapath.Device) with registered memory,
+// engine is an in-process RNIC (engine.Device) with registered memory,
 // answering raw peers that connect over in-memory LLPs.
-type engine struct {
-	dev *datapath.Device
+type testEngine struct {
+	dev *engine.Device
 	pd  mem.PD
 }
 
-func newEngine(t testing.TB) *engine {
+func newEngine(t testing.TB) *testEngine {
 	t.Helper()
-	dev, err := datapath.Open(datapath.Config{ConnTimeout: 5 * time.Second, MaxQPs: 4096})
+	dev, err := engine.Open(engine.Config{ConnTimeout: 5 * time.Second, MaxQPs: 4096})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { dev.Close() })
-	return &engine{dev: dev, pd: dev.AllocPD()}
+	return &testEngine{dev: dev, pd: dev.AllocPD()}
 }
 
 // region registers n bytes filled with a pattern in pd.
-func (e *engine) region(t testing.TB, pd mem.PD, n int, access mem.Access, fill byte) (*mem.MR, []byte) {
+func (e *testEngine) region(t testing.TB, pd mem.PD, n int, access mem.Access, fill byte) (*mem.MR, []byte) {
 	t.Helper()
 	buf := make([]byte, n)
 	for i := range buf {
@@ -54,12 +54,12 @@ func sum(b []byte) uint64 { return crc64.Checksum(b, crcTab) }
 
 // qp is one responder QP of the engine in pd, with a few receives posted.
 type qp struct {
-	qp       *datapath.QP
-	scq, rcq *datapath.CQ
+	qp       *engine.QP
+	scq, rcq *engine.CQ
 	mr       *mem.MR
 }
 
-func (e *engine) newQP(pd mem.PD) (*qp, error) {
+func (e *testEngine) newQP(pd mem.PD) (*qp, error) {
 	q := &qp{}
 	var err error
 	if q.scq, err = e.dev.CreateCQ(8); err != nil {
@@ -69,14 +69,14 @@ func (e *engine) newQP(pd mem.PD) (*qp, error) {
 		q.scq.Close()
 		return nil, err
 	}
-	if q.qp, err = e.dev.CreateQP(datapath.QPAttr{PD: pd, SendCQ: q.scq, RecvCQ: q.rcq, SQDepth: 4, RQDepth: 4, MaxSGE: 1}); err != nil {
+	if q.qp, err = e.dev.CreateQP(engine.QPAttr{PD: pd, SendCQ: q.scq, RecvCQ: q.rcq, SQDepth: 4, RQDepth: 4, MaxSGE: 1}); err != nil {
 		q.close(e)
 		return nil, err
 	}
 	return q, nil
 }
 
-func (q *qp) close(e *engine) {
+func (q *qp) close(e *testEngine) {
 	if q.qp != nil {
 		q.qp.Close()
 	}
@@ -89,7 +89,7 @@ func (q *qp) close(e *engine) {
 
 // connect joins a new responder QP of pd and a raw initiator over
 // net.Pipe.
-func (e *engine) connect(ctx context.Context, pd mem.PD) (*qp, *datapathtest.Peer, error) {
+func (e *testEngine) connect(ctx context.Context, pd mem.PD) (*qp, *enginetest.Peer, error) {
 	q, err := e.newQP(pd)
 	if err != nil {
 		return nil, nil, err
@@ -97,13 +97,13 @@ func (e *engine) connect(ctx context.Context, pd mem.PD) (*qp, *datapathtest.Pee
 	a, b := net.Pipe()
 	errc := make(chan error, 1)
 	go func() {
-		req, err := e.dev.ReadConnRequest(ctx, datapath.WrapConn(a, 1460))
+		req, err := e.dev.ReadConnRequest(ctx, engine.WrapConn(a, 1460))
 		if err == nil {
-			err = req.Accept(ctx, q.qp, datapath.ConnParams{})
+			err = req.Accept(ctx, q.qp, engine.ConnParams{})
 		}
 		errc <- err
 	}()
-	p, err := datapathtest.Handshake(b, datapathtest.Options{})
+	p, err := enginetest.Handshake(b, enginetest.Options{})
 	if aerr := <-errc; err == nil {
 		err = aerr
 	}
@@ -175,7 +175,7 @@ var errUnexpected = errors.New("unexpected answer to a guess")
 // guess connects a raw peer, sends one request at stag, and returns the
 // Terminate's error. Every guess costs its connection (the QP goes to
 // error), as RFC 5040 §7 prescribes.
-func (e *engine) guess(ctx context.Context, pd mem.PD, op guessOp, stag uint32, to uint64) (*term.Error, error) {
+func (e *testEngine) guess(ctx context.Context, pd mem.PD, op guessOp, stag uint32, to uint64) (*term.Error, error) {
 	q, p, err := e.connect(ctx, pd)
 	if err != nil {
 		return nil, fmt.Errorf("connect: %w", err)
@@ -198,13 +198,13 @@ func (e *engine) guess(ctx context.Context, pd mem.PD, op guessOp, stag uint32, 
 	if err != nil {
 		return nil, fmt.Errorf("terminate: %w", err)
 	}
-	if q.qp.State() != datapath.QPError && q.qp.State() != datapath.QPClosed {
+	if q.qp.State() != engine.QPError && q.qp.State() != engine.QPClosed {
 		// The state moves before tx sends the Terminate; allow a moment.
 		deadline := time.Now().Add(2 * time.Second)
-		for q.qp.State() != datapath.QPError && q.qp.State() != datapath.QPClosed && time.Now().Before(deadline) {
+		for q.qp.State() != engine.QPError && q.qp.State() != engine.QPClosed && time.Now().Before(deadline) {
 			time.Sleep(time.Millisecond)
 		}
-		if st := q.qp.State(); st != datapath.QPError && st != datapath.QPClosed {
+		if st := q.qp.State(); st != engine.QPError && st != engine.QPClosed {
 			return tm.Err, fmt.Errorf("QP is %v after a Terminate", st)
 		}
 	}

@@ -9,38 +9,38 @@ import (
 	"testing"
 	"time"
 
-	"xrnic/datapath"
-	"xrnic/datapath/datapathtest"
+	"xrnic/internal/engine"
+	"xrnic/internal/engine/enginetest"
 	"xrnic/mem"
 	"xrnic/wire/rdmap"
 	"xrnic/wire/term"
 )
 
 // TestIntegrationMalformedAFXDP (issue 9, item 2): a raw iWARP peer
-// (datapathtest.Peer) over kernel TCP in namespace B replays malformed
+// (enginetest.Peer) over kernel TCP in namespace B replays malformed
 // FPDUs against an afxdp listener in namespace A (XDP steering, AF_XDP,
 // our TCP). Each must draw the right Terminate, and a healthy QP between
 // the same two hosts keeps completing FetchAdds throughout.
 func TestIntegrationMalformedAFXDP(t *testing.T) {
 	e := newWireEnv(t, false)
-	var srv *datapath.Device
+	var srv *engine.Device
 	if err := nsDo(t, e.nsA, func() (err error) {
-		srv, err = datapath.Open(datapath.Config{Transport: datapath.TransportAFXDP, ConnTimeout: 5 * time.Second,
-			XDP: datapath.XDPConfig{Iface: e.devA, MinRTO: 20 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)}})
+		srv, err = engine.Open(engine.Config{Transport: engine.TransportAFXDP, ConnTimeout: 5 * time.Second,
+			XDP: engine.XDPConfig{Iface: e.devA, MinRTO: 20 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)}})
 		return err
 	}); err != nil {
 		t.Fatalf("open afxdp device: %v", err)
 	}
 	defer srv.Close()
-	var cli *datapath.Device
+	var cli *engine.Device
 	if err := nsDo(t, e.nsB, func() (err error) {
-		cli, err = datapath.Open(datapath.Config{ConnTimeout: 5 * time.Second})
+		cli, err = engine.Open(engine.Config{ConnTimeout: 5 * time.Second})
 		return err
 	}); err != nil {
 		t.Fatal(err)
 	}
 	defer cli.Close()
-	var ln *datapath.Listener
+	var ln *engine.Listener
 	if err := nsDo(t, e.nsA, func() (err error) {
 		ln, err = srv.Listen("tcp", netip.AddrPortFrom(rlIPA, 0).String())
 		return err
@@ -58,8 +58,8 @@ func TestIntegrationMalformedAFXDP(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	// accept serves one connection request with a fresh QP.
-	accept := func() chan *datapath.QP {
-		ch := make(chan *datapath.QP, 1)
+	accept := func() chan *engine.QP {
+		ch := make(chan *engine.QP, 1)
 		go func() {
 			req, err := ln.Accept(ctx)
 			if err != nil {
@@ -68,9 +68,9 @@ func TestIntegrationMalformedAFXDP(t *testing.T) {
 				return
 			}
 			cq, _ := srv.CreateCQ(32)
-			qp, err := srv.CreateQP(datapath.QPAttr{PD: spd, SendCQ: cq, RecvCQ: cq, SQDepth: 8, RQDepth: 8})
+			qp, err := srv.CreateQP(engine.QPAttr{PD: spd, SendCQ: cq, RecvCQ: cq, SQDepth: 8, RQDepth: 8})
 			if err == nil {
-				err = req.Accept(ctx, qp, datapath.ConnParams{})
+				err = req.Accept(ctx, qp, engine.ConnParams{})
 			}
 			if err != nil {
 				t.Errorf("accept: %v", err)
@@ -94,11 +94,11 @@ func TestIntegrationMalformedAFXDP(t *testing.T) {
 	fetchAdd := func(when string) {
 		t.Helper()
 		for range 10 {
-			if err := p.qp.PostSend(&datapath.SendWR{ID: uint64(fa), Op: datapath.OpFetchAdd, Flags: datapath.FlagSignaled,
-				SGL: []datapath.SGE{{Addr: p.mr.BaseTO(), Length: 8, LKey: p.mr.STag()}}, RemoteSTag: smr.STag(), RemoteTO: smr.BaseTO(), CompareAdd: 1}); err != nil {
+			if err := p.qp.PostSend(&engine.SendWR{ID: uint64(fa), Op: engine.OpFetchAdd, Flags: engine.FlagSignaled,
+				SGL: []engine.SGE{{Addr: p.mr.BaseTO(), Length: 8, LKey: p.mr.STag()}}, RemoteSTag: smr.STag(), RemoteTO: smr.BaseTO(), CompareAdd: 1}); err != nil {
 				t.Fatalf("%s: %v", when, err)
 			}
-			wc := make([]datapath.Completion, 1)
+			wc := make([]engine.Completion, 1)
 			wctx, wcancel := context.WithTimeout(ctx, 10*time.Second)
 			for p.cq.Poll(wc) == 0 {
 				if err := p.cq.Wait(wctx); err != nil {
@@ -107,7 +107,7 @@ func TestIntegrationMalformedAFXDP(t *testing.T) {
 				}
 			}
 			wcancel()
-			if wc[0].Status != datapath.StatusSuccess || wc[0].AtomicOrig != uint64(fa) {
+			if wc[0].Status != engine.StatusSuccess || wc[0].AtomicOrig != uint64(fa) {
 				t.Fatalf("%s: FetchAdd %d: %v, original %d", when, fa, wc[0].Status, wc[0].AtomicOrig)
 			}
 			fa++
@@ -123,16 +123,16 @@ func TestIntegrationMalformedAFXDP(t *testing.T) {
 	}
 	cases := []struct {
 		name  string
-		frame func(p *datapathtest.Peer) []byte
+		frame func(p *enginetest.Peer) []byte
 		want  *term.Error
 	}{
-		{"bad CRC", func(p *datapathtest.Peer) []byte {
+		{"bad CRC", func(p *enginetest.Peer) []byte {
 			f := p.FPDU(write(smr.STag()))
 			f[len(f)/2] ^= 0x40
 			return f
 		}, term.MPACRCError},
-		{"invalid STag", func(p *datapathtest.Peer) []byte { return p.FPDU(write(smr.STag() ^ 0xffffff00)) }, term.DDPTaggedInvalidSTag},
-		{"invalid QN", func(p *datapathtest.Peer) []byte {
+		{"invalid STag", func(p *enginetest.Peer) []byte { return p.FPDU(write(smr.STag() ^ 0xffffff00)) }, term.DDPTaggedInvalidSTag},
+		{"invalid QN", func(p *enginetest.Peer) []byte {
 			b := make([]byte, 18+8)
 			rdmap.PutSend(b, rdmap.OpSend, 0, 1, 0, true, 8)
 			b[9] = 5 // QN 5 (big-endian word at 6..9)
@@ -141,9 +141,9 @@ func TestIntegrationMalformedAFXDP(t *testing.T) {
 	}
 	for _, c := range cases {
 		acc := accept()
-		var rp *datapathtest.Peer
+		var rp *enginetest.Peer
 		if err := nsDo(t, e.nsB, func() (err error) {
-			rp, err = datapathtest.Dial(ctx, addr, datapathtest.Options{})
+			rp, err = enginetest.Dial(ctx, addr, enginetest.Options{})
 			return err
 		}); err != nil {
 			t.Fatalf("%s: raw peer: %v", c.name, err)

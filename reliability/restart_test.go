@@ -20,8 +20,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"xrnic/bpf"
-	"xrnic/datapath"
-	"xrnic/datapath/netlinkutil"
+	"xrnic/internal/engine"
+	"xrnic/internal/engine/netlinkutil"
 	"xrnic/mem"
 )
 
@@ -110,13 +110,13 @@ func xdpProgs(t *testing.T, ns, dev string) []string {
 }
 
 type restartPeer struct {
-	qp  *datapath.QP
-	cq  *datapath.CQ
+	qp  *engine.QP
+	cq  *engine.CQ
 	buf []byte
 	mr  *mem.MR
 }
 
-func newRestartPeer(t *testing.T, e *wireEnv, dev *datapath.Device, addr string) *restartPeer {
+func newRestartPeer(t *testing.T, e *wireEnv, dev *engine.Device, addr string) *restartPeer {
 	t.Helper()
 	p := &restartPeer{buf: make([]byte, 64*8)}
 	pd := dev.AllocPD()
@@ -125,12 +125,12 @@ func newRestartPeer(t *testing.T, e *wireEnv, dev *datapath.Device, addr string)
 		t.Fatal(err)
 	}
 	p.cq, _ = dev.CreateCQ(64)
-	if p.qp, err = dev.CreateQP(datapath.QPAttr{PD: pd, SendCQ: p.cq, RecvCQ: p.cq, SQDepth: 32, RQDepth: 4}); err != nil {
+	if p.qp, err = dev.CreateQP(engine.QPAttr{PD: pd, SendCQ: p.cq, RecvCQ: p.cq, SQDepth: 32, RQDepth: 4}); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
-	if err := nsDo(t, e.nsB, func() error { return p.qp.Connect(ctx, addr, datapath.ConnParams{}) }); err != nil {
+	if err := nsDo(t, e.nsB, func() error { return p.qp.Connect(ctx, addr, engine.ConnParams{}) }); err != nil {
 		t.Fatalf("connect to xrnicd at %s: %v", addr, err)
 	}
 	return p
@@ -139,7 +139,7 @@ func newRestartPeer(t *testing.T, e *wireEnv, dev *datapath.Device, addr string)
 // fetchAdds runs FetchAdds of 1 (8 outstanding) until one fails or stop
 // closes; it returns the number that succeeded and the first error.
 func (p *restartPeer) fetchAdds(stag uint32, to uint64, stop <-chan struct{}, bound time.Duration) (int, error) {
-	wc := make([]datapath.Completion, 16)
+	wc := make([]engine.Completion, 16)
 	outstanding, ok, k := 0, 0, 0
 	for {
 		select {
@@ -148,8 +148,8 @@ func (p *restartPeer) fetchAdds(stag uint32, to uint64, stop <-chan struct{}, bo
 		default:
 		}
 		for outstanding < 8 {
-			err := p.qp.PostSend(&datapath.SendWR{ID: uint64(k), Op: datapath.OpFetchAdd, Flags: datapath.FlagSignaled,
-				SGL: []datapath.SGE{{Addr: p.mr.BaseTO() + uint64(k%64)*8, Length: 8, LKey: p.mr.STag()}}, RemoteSTag: stag, RemoteTO: to, CompareAdd: 1})
+			err := p.qp.PostSend(&engine.SendWR{ID: uint64(k), Op: engine.OpFetchAdd, Flags: engine.FlagSignaled,
+				SGL: []engine.SGE{{Addr: p.mr.BaseTO() + uint64(k%64)*8, Length: 8, LKey: p.mr.STag()}}, RemoteSTag: stag, RemoteTO: to, CompareAdd: 1})
 			if err != nil {
 				return ok, fmt.Errorf("post: %w", err)
 			}
@@ -165,7 +165,7 @@ func (p *restartPeer) fetchAdds(stag uint32, to uint64, stop <-chan struct{}, bo
 		}
 		cancel()
 		outstanding--
-		if wc[0].Status != datapath.StatusSuccess {
+		if wc[0].Status != engine.StatusSuccess {
 			return ok, fmt.Errorf("completion %v: %v", wc[0].Status, errOr(wc[0].Err, termOf(p.qp)))
 		}
 		ok++
@@ -186,9 +186,9 @@ func TestIntegrationRestart(t *testing.T) {
 
 	// The peer: a kernel-transport device in B (no GSO beyond one
 	// segment there, as the daemon's AF_XDP socket is single-buffer).
-	var peer *datapath.Device
+	var peer *engine.Device
 	if err := nsDo(t, e.nsB, func() (err error) {
-		peer, err = datapath.Open(datapath.Config{ConnTimeout: 5 * time.Second, XDP: datapath.XDPConfig{Logger: slog.New(slog.DiscardHandler)}})
+		peer, err = engine.Open(engine.Config{ConnTimeout: 5 * time.Second, XDP: engine.XDPConfig{Logger: slog.New(slog.DiscardHandler)}})
 		return err
 	}); err != nil {
 		t.Fatal(err)
@@ -303,11 +303,11 @@ func TestIntegrationRestart(t *testing.T) {
 	p := newRestartPeer(t, e, peer, listen)
 	defer p.qp.Close()
 	for i := range 100 {
-		if err := p.qp.PostSend(&datapath.SendWR{ID: uint64(i), Op: datapath.OpFetchAdd, Flags: datapath.FlagSignaled,
-			SGL: []datapath.SGE{{Addr: p.mr.BaseTO(), Length: 8, LKey: p.mr.STag()}}, RemoteSTag: ctr2.stag(t), RemoteTO: ctr2.to(t), CompareAdd: 1}); err != nil {
+		if err := p.qp.PostSend(&engine.SendWR{ID: uint64(i), Op: engine.OpFetchAdd, Flags: engine.FlagSignaled,
+			SGL: []engine.SGE{{Addr: p.mr.BaseTO(), Length: 8, LKey: p.mr.STag()}}, RemoteSTag: ctr2.stag(t), RemoteTO: ctr2.to(t), CompareAdd: 1}); err != nil {
 			t.Fatal(err)
 		}
-		wc := make([]datapath.Completion, 1)
+		wc := make([]engine.Completion, 1)
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		for p.cq.Poll(wc) == 0 {
 			if err := p.cq.Wait(ctx); err != nil {
@@ -316,7 +316,7 @@ func TestIntegrationRestart(t *testing.T) {
 			}
 		}
 		cancel()
-		if wc[0].Status != datapath.StatusSuccess || wc[0].AtomicOrig != uint64(i) {
+		if wc[0].Status != engine.StatusSuccess || wc[0].AtomicOrig != uint64(i) {
 			t.Fatalf("FetchAdd %d after the restart: %v, original %d", i, wc[0].Status, wc[0].AtomicOrig)
 		}
 	}

@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"xrnic/datapath/datapathtest"
+	"xrnic/internal/engine/enginetest"
 	"xrnic/mem"
 	"xrnic/wire/rdmap"
 	"xrnic/wire/term"
@@ -182,7 +182,7 @@ func TestIntegrationDaemonGuessing(t *testing.T) {
 			continue
 		}
 		op := guessOp(i % int(numGuessOps))
-		p, err := datapathtest.Dial(ctx, d.listen, datapathtest.Options{})
+		p, err := enginetest.Dial(ctx, d.listen, enginetest.Options{})
 		if err != nil {
 			t.Fatalf("guess %d: dial: %v", i, err)
 		}
@@ -277,7 +277,7 @@ func TestIntegrationLogsNoSecrets(t *testing.T) {
 	// Private data in the MPA Request, and a malformed request.
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if p, err := datapathtest.Dial(ctx, d.listen, datapathtest.Options{PrivateData: secret}); err == nil {
+	if p, err := enginetest.Dial(ctx, d.listen, enginetest.Options{PrivateData: secret}); err == nil {
 		w := make([]byte, 14+len(secret))
 		rdmap.PutWrite(w, data.stag(t), 0x10000-4, true, len(secret)) // out of bounds: a Terminate
 		copy(w[14:], secret)
@@ -309,15 +309,15 @@ func TestIntegrationQPLimit(t *testing.T) {
 	d := startDaemon(t, "--region", "counter:4K:rwa", "--max-qps", strconv.Itoa(limit), "--log-level", "warn", "--sink-depth", "2", "--sink-buffer", "1K")
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	var peers []*datapathtest.Peer
+	var peers []*enginetest.Peer
 	for i := 0; i < limit; i++ {
-		p, err := datapathtest.Dial(ctx, d.listen, datapathtest.Options{})
+		p, err := enginetest.Dial(ctx, d.listen, enginetest.Options{})
 		if err != nil {
 			t.Fatalf("connection %d of %d: %v", i+1, limit, err)
 		}
 		peers = append(peers, p)
 	}
-	if _, err := datapathtest.Dial(ctx, d.listen, datapathtest.Options{}); err == nil {
+	if _, err := enginetest.Dial(ctx, d.listen, enginetest.Options{}); err == nil {
 		t.Fatalf("connection %d accepted with --max-qps %d", limit+1, limit)
 	} else {
 		t.Logf("connection %d: %v", limit+1, err)
@@ -329,7 +329,7 @@ func TestIntegrationQPLimit(t *testing.T) {
 	for d.status(t) != 0 && time.Now().Before(deadline) {
 		time.Sleep(50 * time.Millisecond)
 	}
-	p, err := datapathtest.Dial(ctx, d.listen, datapathtest.Options{})
+	p, err := enginetest.Dial(ctx, d.listen, enginetest.Options{})
 	if err != nil {
 		t.Fatalf("after the QPs closed: %v", err)
 	}
@@ -343,14 +343,14 @@ func TestIntegrationQPLimitPerPeer(t *testing.T) {
 	d := startDaemon(t, "--region", "counter:4K:rwa", "--max-qps", "10", "--max-qps-per-peer", "2", "--log-level", "warn", "--sink-depth", "2", "--sink-buffer", "1K")
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	dialFrom := func(src string) (*datapathtest.Peer, error) {
+	dialFrom := func(src string) (*enginetest.Peer, error) {
 		dl := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(src)}}
 		c, err := dl.DialContext(ctx, "tcp", d.listen)
 		if err != nil {
 			return nil, err
 		}
 		c.SetDeadline(time.Now().Add(10 * time.Second))
-		p, err := datapathtest.Handshake(c, datapathtest.Options{})
+		p, err := enginetest.Handshake(c, enginetest.Options{})
 		if err != nil {
 			c.Close()
 			return nil, err
@@ -358,7 +358,7 @@ func TestIntegrationQPLimitPerPeer(t *testing.T) {
 		c.SetDeadline(time.Time{})
 		return p, nil
 	}
-	var keep []*datapathtest.Peer
+	var keep []*enginetest.Peer
 	defer func() {
 		for _, p := range keep {
 			p.Close()

@@ -18,7 +18,7 @@ import (
 
 	"xrnic/atomics"
 	"xrnic/bpf"
-	"xrnic/datapath"
+	"xrnic/internal/engine"
 	"xrnic/mem"
 	"xrnic/wire/term"
 )
@@ -124,8 +124,8 @@ const (
 )
 
 type wfClient struct {
-	qp  *datapath.QP
-	cq  *datapath.CQ
+	qp  *engine.QP
+	cq  *engine.CQ
 	mr  *mem.MR
 	buf []byte // [wfSlots]src 4K | [wfSlots]read 4K | [wfSlots]send 512 | [64]8 FA results
 	// results
@@ -151,16 +151,16 @@ type wfClient struct {
 var errStalled = errors.New("stalled on a corrupted frame (no progress)")
 
 type wfServer struct {
-	qp       *datapath.QP
-	scq, rcq *datapath.CQ
+	qp       *engine.QP
+	scq, rcq *engine.CQ
 }
 
 func (c *wfClient) srcOff(slot int) int  { return slot * wfWriteSz }
 func (c *wfClient) readOff(slot int) int { return (wfSlots + slot) * wfWriteSz }
 func (c *wfClient) sendOff(slot int) int { return 2*wfSlots*wfWriteSz + slot*wfSendSz }
 func (c *wfClient) faOff(k int) int      { return 2*wfSlots*wfWriteSz + wfSlots*wfSendSz + (k%64)*8 }
-func (c *wfClient) sge(off, n int) []datapath.SGE {
-	return []datapath.SGE{{Addr: c.mr.BaseTO() + uint64(off), Length: uint32(n), LKey: c.mr.STag()}}
+func (c *wfClient) sge(off, n int) []engine.SGE {
+	return []engine.SGE{{Addr: c.mr.BaseTO() + uint64(off), Length: uint32(n), LKey: c.mr.STag()}}
 }
 
 // server memory: word at 0; per QP: slots, then receive buffers.
@@ -195,10 +195,10 @@ func TestIntegrationWireFaults(t *testing.T) {
 	if long() {
 		nFA = 25_000
 	}
-	for _, tr := range []string{datapath.TransportKernel, datapath.TransportAFXDP} {
+	for _, tr := range []string{engine.TransportKernel, engine.TransportAFXDP} {
 		t.Run(tr, func(t *testing.T) {
 			a, b := wfOpen(t, e, tr)
-			for _, lv := range wfLevels(tr == datapath.TransportAFXDP) {
+			for _, lv := range wfLevels(tr == engine.TransportAFXDP) {
 				t.Run(strings.ReplaceAll(lv.name, " ", "_"), func(t *testing.T) {
 					r := wfRun(t, e, tr, a, b, lv, nFA)
 					wfTableMu.Lock()
@@ -222,20 +222,20 @@ func TestIntegrationWireFaults(t *testing.T) {
 	t.Log(sb.String())
 }
 
-func wfOpen(t *testing.T, e *wireEnv, tr string) (a, b *datapath.Device) {
+func wfOpen(t *testing.T, e *wireEnv, tr string) (a, b *engine.Device) {
 	t.Helper()
-	open := func(ns, dev string) *datapath.Device {
-		var d *datapath.Device
-		cfg := datapath.Config{Transport: tr, ConnTimeout: 10 * time.Second}
-		if tr == datapath.TransportAFXDP {
+	open := func(ns, dev string) *engine.Device {
+		var d *engine.Device
+		cfg := engine.Config{Transport: tr, ConnTimeout: 10 * time.Second}
+		if tr == engine.TransportAFXDP {
 			// Native XDP: generic XDP skips skbs a tc program
 			// redirected (skb_is_redirected in
 			// netif_receive_generic_xdp), which is every frame
 			// from the wire; veth's native XDP runs on them.
-			cfg.XDP = datapath.XDPConfig{Iface: dev, Mode: "native", MinRTO: 20 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)}
+			cfg.XDP = engine.XDPConfig{Iface: dev, Mode: "native", MinRTO: 20 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)}
 		}
 		if err := nsDo(t, ns, func() (err error) {
-			d, err = datapath.Open(cfg)
+			d, err = engine.Open(cfg)
 			return err
 		}); err != nil {
 			t.Fatalf("open %s device on %s: %v", tr, dev, err)
@@ -252,17 +252,17 @@ type wfCounters struct {
 	wire          [2]bpf.WireCounters
 }
 
-func wfSnapshot(t *testing.T, e *wireEnv, tr string, a, b *datapath.Device) wfCounters {
+func wfSnapshot(t *testing.T, e *wireEnv, tr string, a, b *engine.Device) wfCounters {
 	t.Helper()
 	var c wfCounters
-	if tr == datapath.TransportKernel {
+	if tr == engine.TransportKernel {
 		for _, ns := range []string{e.nsA, e.nsB} {
 			m := kernelTCP(t, ns)
 			c.retrans += m["RetransSegs"]
 			c.csum += m["InCsumErrors"]
 		}
 	} else {
-		for _, d := range []*datapath.Device{a, b} {
+		for _, d := range []*engine.Device{a, b} {
 			st, err := d.TCPStats()
 			if err != nil {
 				t.Fatal(err)
@@ -288,13 +288,13 @@ func wfSnapshot(t *testing.T, e *wireEnv, tr string, a, b *datapath.Device) wfCo
 	return c
 }
 
-func wfSetFaults(t *testing.T, e *wireEnv, a, b *datapath.Device, tr string, lv wfLevel) {
+func wfSetFaults(t *testing.T, e *wireEnv, a, b *engine.Device, tr string, lv wfLevel) {
 	t.Helper()
 	if err := e.wire.SetFault(lv.wire); err != nil {
 		t.Fatal(err)
 	}
-	if tr == datapath.TransportAFXDP {
-		for _, d := range []*datapath.Device{a, b} {
+	if tr == engine.TransportAFXDP {
+		for _, d := range []*engine.Device{a, b} {
 			if err := d.SetXDPFault(lv.xdp); err != nil {
 				t.Fatal(err)
 			}
@@ -304,7 +304,7 @@ func wfSetFaults(t *testing.T, e *wireEnv, a, b *datapath.Device, tr string, lv 
 
 // wfRun connects wfQPs QP pairs (B dials A), runs the workload under lv
 // and checks everything.
-func wfRun(t *testing.T, e *wireEnv, tr string, a, b *datapath.Device, lv wfLevel, nFA int) wfResult {
+func wfRun(t *testing.T, e *wireEnv, tr string, a, b *engine.Device, lv wfLevel, nFA int) wfResult {
 	nSends := (nFA + wfEvery - 1) / wfEvery
 	// Server A: one PD and one region for all its QPs.
 	spd := a.AllocPD()
@@ -324,12 +324,12 @@ func wfRun(t *testing.T, e *wireEnv, tr string, a, b *datapath.Device, lv wfLeve
 		s := &wfServer{}
 		s.scq, _ = a.CreateCQ(64)
 		s.rcq, _ = a.CreateCQ(nSends + 16)
-		if s.qp, err = a.CreateQP(datapath.QPAttr{PD: spd, SendCQ: s.scq, RecvCQ: s.rcq, SQDepth: 16, RQDepth: nSends + 1}); err != nil {
+		if s.qp, err = a.CreateQP(engine.QPAttr{PD: spd, SendCQ: s.scq, RecvCQ: s.rcq, SQDepth: 16, RQDepth: nSends + 1}); err != nil {
 			t.Fatal(err)
 		}
 		for i := range nSends + 1 {
 			off := wfRecvOff(q, i, nSends)
-			if err := s.qp.PostRecv(&datapath.RecvWR{ID: uint64(i), SGL: []datapath.SGE{{Addr: smr.BaseTO() + uint64(off), Length: wfSendSz, LKey: smr.STag()}}}); err != nil {
+			if err := s.qp.PostRecv(&engine.RecvWR{ID: uint64(i), SGL: []engine.SGE{{Addr: smr.BaseTO() + uint64(off), Length: wfSendSz, LKey: smr.STag()}}}); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -344,7 +344,7 @@ func wfRun(t *testing.T, e *wireEnv, tr string, a, b *datapath.Device, lv wfLeve
 			t.Fatal(err)
 		}
 		c.cq, _ = b.CreateCQ(wfWindow + 16)
-		if c.qp, err = b.CreateQP(datapath.QPAttr{PD: cpd, SendCQ: c.cq, RecvCQ: c.cq, SQDepth: wfWindow + 8, RQDepth: 4}); err != nil {
+		if c.qp, err = b.CreateQP(engine.QPAttr{PD: cpd, SendCQ: c.cq, RecvCQ: c.cq, SQDepth: wfWindow + 8, RQDepth: 4}); err != nil {
 			t.Fatal(err)
 		}
 		for k := range wfKinds {
@@ -416,7 +416,7 @@ func wfRun(t *testing.T, e *wireEnv, tr string, a, b *datapath.Device, lv wfLeve
 		want := nSends + 1
 		got := make([]uint8, want)
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		wc := make([]datapath.Completion, 64)
+		wc := make([]engine.Completion, 64)
 		n := 0
 		for n < want {
 			k := s.rcq.Poll(wc)
@@ -433,7 +433,7 @@ func wfRun(t *testing.T, e *wireEnv, tr string, a, b *datapath.Device, lv wfLeve
 				if got[c.ID] > 1 {
 					t.Errorf("server QP %d: receive %d completed twice", q, c.ID)
 				}
-				if c.Status != datapath.StatusSuccess {
+				if c.Status != engine.StatusSuccess {
 					if !failed {
 						t.Errorf("server QP %d: receive %d: %v %v", q, c.ID, c.Status, c.Err)
 					}
@@ -552,7 +552,7 @@ func wfRun(t *testing.T, e *wireEnv, tr string, a, b *datapath.Device, lv wfLeve
 func (c *wfClient) count(kind int) int { return c.ok[kind] }
 
 // termOf is the error a QP detected or was told of (nil if none).
-func termOf(qp *datapath.QP) error {
+func termOf(qp *engine.QP) error {
 	if e := qp.Err(); e != nil {
 		return e
 	}
@@ -596,9 +596,9 @@ func wfCheck(b []byte, lo, hi uint32) error {
 	return nil
 }
 
-func wfConnect(t *testing.T, e *wireEnv, a, b *datapath.Device, srv []*wfServer, cli []*wfClient) {
+func wfConnect(t *testing.T, e *wireEnv, a, b *engine.Device, srv []*wfServer, cli []*wfClient) {
 	t.Helper()
-	var ln *datapath.Listener
+	var ln *engine.Listener
 	if err := nsDo(t, e.nsA, func() (err error) {
 		ln, err = a.Listen("tcp", netip.AddrPortFrom(rlIPA, 0).String())
 		return err
@@ -613,7 +613,7 @@ func wfConnect(t *testing.T, e *wireEnv, a, b *datapath.Device, srv []*wfServer,
 		for i := range srv {
 			req, err := ln.Accept(ctx)
 			if err == nil {
-				err = req.Accept(ctx, srv[i].qp, datapath.ConnParams{})
+				err = req.Accept(ctx, srv[i].qp, engine.ConnParams{})
 			}
 			if err != nil {
 				acc <- fmt.Errorf("accept %d: %w", i, err)
@@ -623,7 +623,7 @@ func wfConnect(t *testing.T, e *wireEnv, a, b *datapath.Device, srv []*wfServer,
 		acc <- nil
 	}()
 	for i := range cli {
-		if err := nsDo(t, e.nsB, func() error { return cli[i].qp.Connect(ctx, ln.Addr().String(), datapath.ConnParams{}) }); err != nil {
+		if err := nsDo(t, e.nsB, func() error { return cli[i].qp.Connect(ctx, ln.Addr().String(), engine.ConnParams{}) }); err != nil {
 			t.Fatalf("connect %d: %v", i, err)
 		}
 	}
@@ -634,9 +634,9 @@ func wfConnect(t *testing.T, e *wireEnv, a, b *datapath.Device, srv []*wfServer,
 
 // run is one client QP's loop: post up to wfWindow WRs, reap, check.
 func (c *wfClient) run(q, nFA int, rstag uint32, rbase uint64, nSends int) {
-	wc := make([]datapath.Completion, 32)
+	wc := make([]engine.Completion, 32)
 	outstanding := 0
-	post := func(wr *datapath.SendWR) bool {
+	post := func(wr *engine.SendWR) bool {
 		if c.failed != nil {
 			return false
 		}
@@ -650,7 +650,7 @@ func (c *wfClient) run(q, nFA int, rstag uint32, rbase uint64, nSends int) {
 	k := 0
 	for {
 		for c.failed == nil && k < nFA && outstanding+4 <= wfWindow {
-			if !post(&datapath.SendWR{ID: wfKindFA<<56 | uint64(k), Op: datapath.OpFetchAdd, Flags: datapath.FlagSignaled,
+			if !post(&engine.SendWR{ID: wfKindFA<<56 | uint64(k), Op: engine.OpFetchAdd, Flags: engine.FlagSignaled,
 				SGL: c.sge(c.faOff(k), 8), RemoteSTag: rstag, RemoteTO: rbase, CompareAdd: 1<<32 | 1, AddMask: 1<<31 | 1<<63}) {
 				break
 			}
@@ -659,17 +659,17 @@ func (c *wfClient) run(q, nFA int, rstag uint32, rbase uint64, nSends int) {
 				slot := j % wfSlots
 				wfFill(c.buf[c.srcOff(slot):c.srcOff(slot)+wfWriteSz], wfWriteID(q, j))
 				rto := rbase + uint64(wfSlotOff(q, slot, nSends))
-				if !post(&datapath.SendWR{ID: wfKindWrite<<56 | uint64(k), Op: datapath.OpWrite, Flags: datapath.FlagSignaled,
+				if !post(&engine.SendWR{ID: wfKindWrite<<56 | uint64(k), Op: engine.OpWrite, Flags: engine.FlagSignaled,
 					SGL: c.sge(c.srcOff(slot), wfWriteSz), RemoteSTag: rstag, RemoteTO: rto}) {
 					break
 				}
 				clear(c.buf[c.readOff(slot) : c.readOff(slot)+wfWriteSz])
-				if !post(&datapath.SendWR{ID: wfKindRead<<56 | uint64(k), Op: datapath.OpRead, Flags: datapath.FlagSignaled,
+				if !post(&engine.SendWR{ID: wfKindRead<<56 | uint64(k), Op: engine.OpRead, Flags: engine.FlagSignaled,
 					SGL: c.sge(c.readOff(slot), wfWriteSz), RemoteSTag: rstag, RemoteTO: rto}) {
 					break
 				}
 				wfFill(c.buf[c.sendOff(slot):c.sendOff(slot)+wfSendSz], wfSendID(q, j))
-				if !post(&datapath.SendWR{ID: wfKindSend<<56 | uint64(k), Op: datapath.OpSend, Flags: datapath.FlagSignaled,
+				if !post(&engine.SendWR{ID: wfKindSend<<56 | uint64(k), Op: engine.OpSend, Flags: engine.FlagSignaled,
 					SGL: c.sge(c.sendOff(slot), wfSendSz)}) {
 					break
 				}
@@ -702,7 +702,7 @@ func (c *wfClient) run(q, nFA int, rstag uint32, rbase uint64, nSends int) {
 			outstanding--
 			kind, i := x.ID>>56, int(x.ID&(1<<56-1))
 			c.seen[kind][i]++
-			if x.Status != datapath.StatusSuccess {
+			if x.Status != engine.StatusSuccess {
 				if c.failed == nil {
 					c.failed = fmt.Errorf("WR kind %d #%d: %v: %w", kind, i, x.Status, errOr(x.Err, termOf(c.qp)))
 				}
@@ -735,7 +735,7 @@ func (c *wfClient) run(q, nFA int, rstag uint32, rbase uint64, nSends int) {
 		return
 	}
 	// The closing Send orders the server's view of this QP's memory.
-	if err := c.qp.PostSend(&datapath.SendWR{ID: 1 << 60, Op: datapath.OpSend, Flags: datapath.FlagSignaled, SGL: c.sge(c.sendOff(0), 8)}); err != nil {
+	if err := c.qp.PostSend(&engine.SendWR{ID: 1 << 60, Op: engine.OpSend, Flags: engine.FlagSignaled, SGL: c.sge(c.sendOff(0), 8)}); err != nil {
 		c.failed = err
 		return
 	}
@@ -747,7 +747,7 @@ func (c *wfClient) run(q, nFA int, rstag uint32, rbase uint64, nSends int) {
 			return
 		}
 	}
-	if wc[0].Status != datapath.StatusSuccess {
+	if wc[0].Status != engine.StatusSuccess {
 		c.failed = fmt.Errorf("closing Send: %v", wc[0].Status)
 	}
 }

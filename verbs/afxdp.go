@@ -8,7 +8,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"xrnic/datapath"
+	"xrnic/internal/engine"
 )
 
 // openAFXDP opens the engine over the "afxdp" transport. What commonly goes
@@ -31,24 +31,24 @@ func openAFXDP(cfg DeviceConfig) (provider, error) {
 	if x.Addr.IsValid() && !x.Addr.Unmap().Is4() {
 		return nil, fmt.Errorf("%w: XDPConfig.Addr %v: the afxdp transport is IPv4 only", ErrBadAttr, x.Addr)
 	}
-	if err := datapath.XDPPrivileges(); err != nil {
+	if err := engine.XDPPrivileges(); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrPrivileges, err)
 	}
 	if _, err := net.InterfaceByName(x.Iface); err != nil {
 		return nil, fmt.Errorf("%w: %q (`ip link` lists the interfaces; the device is opened in the network namespace of the thread calling Open): %v",
 			ErrNoInterface, x.Iface, err)
 	}
-	dx := datapath.XDPConfig{Iface: x.Iface, Queues: x.Queues, Mode: x.Mode, MTU: x.MTU, Logger: x.Logger}
+	dx := engine.XDPConfig{Iface: x.Iface, Queues: x.Queues, Mode: x.Mode, MTU: x.MTU, Logger: x.Logger}
 	if x.Addr.IsValid() {
 		dx.Addr = x.Addr.Unmap()
 	}
-	if err := datapath.XDPMemlock(dx); err != nil {
+	if err := engine.XDPMemlock(dx); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrPrivileges, err)
 	}
 	dc := engineConfig(cfg)
-	dc.Transport = datapath.TransportAFXDP
+	dc.Transport = engine.TransportAFXDP
 	dc.XDP = dx
-	d, err := datapath.Open(dc)
+	d, err := engine.Open(dc)
 	if err != nil {
 		return nil, classifyXDPError(x, err)
 	}

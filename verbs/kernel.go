@@ -7,7 +7,7 @@ import (
 	"net"
 
 	"xrnic/atomics"
-	"xrnic/datapath"
+	"xrnic/internal/engine"
 	"xrnic/mem"
 )
 
@@ -18,20 +18,20 @@ import (
 // (no allocation per WR or completion).
 
 type kernelDev struct {
-	d   *datapath.Device
+	d   *engine.Device
 	llp string         // "kernel" or "afxdp"
 	xdp *XDPAttributes // afxdp only
 }
 
-func engineConfig(cfg DeviceConfig) datapath.Config {
-	return datapath.Config{
+func engineConfig(cfg DeviceConfig) engine.Config {
+	return engine.Config{
 		MaxQPs: cfg.MaxQPs, MaxWR: cfg.MaxWR, MaxSGE: cfg.MaxSGE, MaxCQE: cfg.MaxCQE, MaxMR: cfg.MaxMR,
 		MaxORD: cfg.MaxORD, MaxIRD: cfg.MaxIRD, MaxMsgSize: cfg.MaxMsgSize, ConnTimeout: cfg.ConnTimeout,
 	}
 }
 
 func openKernel(cfg DeviceConfig) (provider, error) {
-	d, err := datapath.Open(engineConfig(cfg))
+	d, err := engine.Open(engineConfig(cfg))
 	if err != nil {
 		return nil, fmt.Errorf("verbs: open device: %w", err)
 	}
@@ -90,7 +90,7 @@ func memOptions(pd uint32, a Access) mem.MROptions {
 }
 
 type kernelMR struct {
-	d   *datapath.Device
+	d   *engine.Device
 	m   *mem.MR
 	reg *mem.Region // nil for caller memory
 }
@@ -166,8 +166,8 @@ func (m *kernelMR) dereg() error {
 // CQ
 
 type kernelCQ struct {
-	cq      *datapath.CQ
-	scratch [32]datapath.Completion
+	cq      *engine.CQ
+	scratch [32]engine.Completion
 }
 
 func (k *kernelDev) createCQ(depth int) (cqImpl, error) {
@@ -180,25 +180,25 @@ func (k *kernelDev) createCQ(depth int) (cqImpl, error) {
 
 // dpOpToVerbs maps engine opcodes (send and receive) to verbs opcodes.
 var dpOpToVerbs = [...]Opcode{
-	datapath.OpSend: OpSend, datapath.OpSendSE: OpSend,
-	datapath.OpSendInv: OpSendWithInv, datapath.OpSendSEInv: OpSendWithInv,
-	datapath.OpWrite: OpWrite, datapath.OpWriteImm: OpWriteWithImm, datapath.OpRead: OpRead,
-	datapath.OpFetchAdd: OpFetchAdd, datapath.OpCmpSwap: OpCmpSwap,
-	datapath.OpImm: OpImm, datapath.OpImmSE: OpImm, datapath.OpLocalInv: OpLocalInv,
-	datapath.OpRecv: OpRecv, datapath.OpRecvImm: OpRecvImm, datapath.OpRecvWriteImm: OpRecvWriteImm,
+	engine.OpSend: OpSend, engine.OpSendSE: OpSend,
+	engine.OpSendInv: OpSendWithInv, engine.OpSendSEInv: OpSendWithInv,
+	engine.OpWrite: OpWrite, engine.OpWriteImm: OpWriteWithImm, engine.OpRead: OpRead,
+	engine.OpFetchAdd: OpFetchAdd, engine.OpCmpSwap: OpCmpSwap,
+	engine.OpImm: OpImm, engine.OpImmSE: OpImm, engine.OpLocalInv: OpLocalInv,
+	engine.OpRecv: OpRecv, engine.OpRecvImm: OpRecvImm, engine.OpRecvWriteImm: OpRecvWriteImm,
 }
 
 var dpStatusToVerbs = [...]Status{
-	datapath.StatusSuccess: StatusSuccess, datapath.StatusLocLenErr: StatusLocLenErr,
-	datapath.StatusLocQPOpErr: StatusLocQPOpErr, datapath.StatusLocProtErr: StatusLocProtErr,
-	datapath.StatusWRFlushErr: StatusWRFlushErr, datapath.StatusBadRespErr: StatusBadRespErr,
-	datapath.StatusLocAccessErr: StatusLocAccessErr, datapath.StatusRemInvReqErr: StatusRemInvReqErr,
-	datapath.StatusRemAccessErr: StatusRemAccessErr, datapath.StatusRemOpErr: StatusRemOpErr,
-	datapath.StatusRetryExcErr: StatusRetryExcErr, datapath.StatusFatalErr: StatusFatalErr,
-	datapath.StatusGeneralErr: StatusGeneralErr,
+	engine.StatusSuccess: StatusSuccess, engine.StatusLocLenErr: StatusLocLenErr,
+	engine.StatusLocQPOpErr: StatusLocQPOpErr, engine.StatusLocProtErr: StatusLocProtErr,
+	engine.StatusWRFlushErr: StatusWRFlushErr, engine.StatusBadRespErr: StatusBadRespErr,
+	engine.StatusLocAccessErr: StatusLocAccessErr, engine.StatusRemInvReqErr: StatusRemInvReqErr,
+	engine.StatusRemAccessErr: StatusRemAccessErr, engine.StatusRemOpErr: StatusRemOpErr,
+	engine.StatusRetryExcErr: StatusRetryExcErr, engine.StatusFatalErr: StatusFatalErr,
+	engine.StatusGeneralErr: StatusGeneralErr,
 }
 
-func convCompletion(d *Completion, s *datapath.Completion) {
+func convCompletion(d *Completion, s *engine.Completion) {
 	*d = Completion{ID: s.ID, Status: StatusGeneralErr, QPNum: s.QPNum, ByteLen: s.ByteLen, Imm: s.Imm,
 		InvalidatedSTag: s.InvalidatedSTag, AtomicOrig: s.AtomicOrig, Err: s.Err}
 	if int(s.Status) < len(dpStatusToVerbs) {
@@ -207,13 +207,13 @@ func convCompletion(d *Completion, s *datapath.Completion) {
 	if int(s.Op) < len(dpOpToVerbs) {
 		d.Op = dpOpToVerbs[s.Op]
 	}
-	if s.Flags&datapath.WCWithImm != 0 {
+	if s.Flags&engine.WCWithImm != 0 {
 		d.Flags |= WCWithImm
 	}
-	if s.Flags&datapath.WCWithInv != 0 {
+	if s.Flags&engine.WCWithInv != 0 {
 		d.Flags |= WCWithInv
 	}
-	if s.Flags&datapath.WCSolicited != 0 {
+	if s.Flags&engine.WCSolicited != 0 {
 		d.Flags |= WCSolicited
 	}
 }
@@ -224,7 +224,7 @@ func (c *kernelCQ) poll(wc []Completion) int {
 		k := c.cq.Poll(c.scratch[:min(len(c.scratch), len(wc)-n)])
 		for i := range k {
 			convCompletion(&wc[n+i], &c.scratch[i])
-			c.scratch[i] = datapath.Completion{}
+			c.scratch[i] = engine.Completion{}
 		}
 		n += k
 		if k < len(c.scratch) {
@@ -252,11 +252,11 @@ func (k *kernelDev) listen(network, addr string) (listenerImpl, error) {
 // QP
 
 type kernelQP struct {
-	qp   *datapath.QP
-	swr  datapath.SendWR
-	ssge []datapath.SGE
-	rwr  datapath.RecvWR
-	rsge []datapath.SGE
+	qp   *engine.QP
+	swr  engine.SendWR
+	ssge []engine.SGE
+	rwr  engine.RecvWR
+	rsge []engine.SGE
 }
 
 func (k *kernelDev) createQP(pd uint32, a *QPAttr) (qpImpl, error) {
@@ -265,51 +265,51 @@ func (k *kernelDev) createQP(pd uint32, a *QPAttr) (qpImpl, error) {
 	if !ok1 || !ok2 {
 		return nil, ErrWrongDevice
 	}
-	qp, err := k.d.CreateQP(datapath.QPAttr{PD: mem.PD(pd), SendCQ: scq.cq, RecvCQ: rcq.cq,
+	qp, err := k.d.CreateQP(engine.QPAttr{PD: mem.PD(pd), SendCQ: scq.cq, RecvCQ: rcq.cq,
 		SQDepth: a.SQDepth, RQDepth: a.RQDepth, MaxSGE: a.MaxSGE, SigAll: a.SigAll, MaxORD: a.MaxORD, MaxIRD: a.MaxIRD})
 	if err != nil {
 		return nil, mapErr(err)
 	}
-	return &kernelQP{qp: qp, ssge: make([]datapath.SGE, a.MaxSGE), rsge: make([]datapath.SGE, a.MaxSGE)}, nil
+	return &kernelQP{qp: qp, ssge: make([]engine.SGE, a.MaxSGE), rsge: make([]engine.SGE, a.MaxSGE)}, nil
 }
 
 func (q *kernelQP) num() uint32 { return q.qp.Num() }
 
 // sendOp maps a verbs opcode and the solicited flag to the engine opcode.
-func sendOp(op Opcode, se bool) (datapath.Opcode, bool) {
+func sendOp(op Opcode, se bool) (engine.Opcode, bool) {
 	switch op {
 	case OpSend:
 		if se {
-			return datapath.OpSendSE, true
+			return engine.OpSendSE, true
 		}
-		return datapath.OpSend, true
+		return engine.OpSend, true
 	case OpSendWithInv:
 		if se {
-			return datapath.OpSendSEInv, true
+			return engine.OpSendSEInv, true
 		}
-		return datapath.OpSendInv, true
+		return engine.OpSendInv, true
 	case OpImm:
 		if se {
-			return datapath.OpImmSE, true
+			return engine.OpImmSE, true
 		}
-		return datapath.OpImm, true
+		return engine.OpImm, true
 	}
 	if se {
 		return 0, false
 	}
 	switch op {
 	case OpWrite:
-		return datapath.OpWrite, true
+		return engine.OpWrite, true
 	case OpWriteWithImm:
-		return datapath.OpWriteImm, true
+		return engine.OpWriteImm, true
 	case OpRead:
-		return datapath.OpRead, true
+		return engine.OpRead, true
 	case OpFetchAdd:
-		return datapath.OpFetchAdd, true
+		return engine.OpFetchAdd, true
 	case OpCmpSwap:
-		return datapath.OpCmpSwap, true
+		return engine.OpCmpSwap, true
 	case OpLocalInv:
-		return datapath.OpLocalInv, true
+		return engine.OpLocalInv, true
 	}
 	return 0, false
 }
@@ -319,17 +319,17 @@ func (q *kernelQP) postSend(wr *SendWR) error {
 	if !ok || wr.Flags&^(FlagSignaled|FlagSolicited|FlagFence) != 0 || len(wr.SGL) > len(q.ssge) {
 		return ErrInvalidWR
 	}
-	var f datapath.SendFlags
+	var f engine.SendFlags
 	if wr.Flags&FlagSignaled != 0 {
-		f |= datapath.FlagSignaled
+		f |= engine.FlagSignaled
 	}
 	if wr.Flags&FlagFence != 0 {
-		f |= datapath.FlagFence
+		f |= engine.FlagFence
 	}
 	for i := range wr.SGL {
-		q.ssge[i] = datapath.SGE{Addr: wr.SGL[i].Addr, Length: wr.SGL[i].Length, LKey: wr.SGL[i].LKey}
+		q.ssge[i] = engine.SGE{Addr: wr.SGL[i].Addr, Length: wr.SGL[i].Length, LKey: wr.SGL[i].LKey}
 	}
-	q.swr = datapath.SendWR{ID: wr.ID, Op: op, Flags: f, SGL: q.ssge[:len(wr.SGL)], Imm: wr.Imm,
+	q.swr = engine.SendWR{ID: wr.ID, Op: op, Flags: f, SGL: q.ssge[:len(wr.SGL)], Imm: wr.Imm,
 		InvalidateSTag: wr.InvalidateSTag, RemoteSTag: wr.RemoteSTag, RemoteTO: wr.RemoteTO,
 		CompareAdd: wr.CompareAdd, Swap: wr.Swap, AddMask: wr.AddMask, CompareMask: wr.CompareMask, SwapMask: wr.SwapMask}
 	return mapErr(q.qp.PostSend(&q.swr))
@@ -340,14 +340,14 @@ func (q *kernelQP) postRecv(wr *RecvWR) error {
 		return ErrInvalidWR
 	}
 	for i := range wr.SGL {
-		q.rsge[i] = datapath.SGE{Addr: wr.SGL[i].Addr, Length: wr.SGL[i].Length, LKey: wr.SGL[i].LKey}
+		q.rsge[i] = engine.SGE{Addr: wr.SGL[i].Addr, Length: wr.SGL[i].Length, LKey: wr.SGL[i].LKey}
 	}
-	q.rwr = datapath.RecvWR{ID: wr.ID, SGL: q.rsge[:len(wr.SGL)]}
+	q.rwr = engine.RecvWR{ID: wr.ID, SGL: q.rsge[:len(wr.SGL)]}
 	return mapErr(q.qp.PostRecv(&q.rwr))
 }
 
-func connParams(p *ConnParam) datapath.ConnParams {
-	return datapath.ConnParams{PrivateData: p.PrivateData, IRD: p.IRD, ORD: p.ORD, Rev: p.MPARev,
+func connParams(p *ConnParam) engine.ConnParams {
+	return engine.ConnParams{PrivateData: p.PrivateData, IRD: p.IRD, ORD: p.ORD, Rev: p.MPARev,
 		PeerToPeer: p.PeerToPeer, NoCRC: p.NoCRC, Markers: p.Markers,
 		RequiredORD: uint16(min(max(p.RequiredORD, 0), 0x3FFE)), Timeout: p.Timeout}
 }
@@ -356,7 +356,7 @@ func connErr(op string, err error) error {
 	if err == nil {
 		return nil
 	}
-	var rej *datapath.RejectedError
+	var rej *engine.RejectedError
 	if errors.As(err, &rej) {
 		return &RejectedError{PrivateData: rej.PrivateData}
 	}
@@ -377,9 +377,9 @@ func (q *kernelQP) probe(ctx context.Context, stag uint32, to uint64) (ProbeResu
 	r, err := q.qp.ProbeAtomics(ctx, stag, to)
 	var out ProbeResult
 	switch r {
-	case datapath.ProbeSupported:
+	case engine.ProbeSupported:
 		out = ProbeSupported
-	case datapath.ProbeNotSupported:
+	case engine.ProbeNotSupported:
 		out = ProbeNotSupported
 	}
 	return out, mapErr(err)
@@ -396,8 +396,8 @@ func (q *kernelQP) connInfo() ConnInfo {
 }
 
 var dpStateToVerbs = [...]QPState{
-	datapath.QPInit: QPInit, datapath.QPConnecting: QPConnecting, datapath.QPRTS: QPRTS,
-	datapath.QPClosing: QPClosing, datapath.QPError: QPError, datapath.QPClosed: QPClosed,
+	engine.QPInit: QPInit, engine.QPConnecting: QPConnecting, engine.QPRTS: QPRTS,
+	engine.QPClosing: QPClosing, engine.QPError: QPError, engine.QPClosed: QPClosed,
 }
 
 func (q *kernelQP) state() QPState {
@@ -420,7 +420,7 @@ func (q *kernelQP) close() error                         { return mapErr(q.qp.Cl
 
 // connection management
 
-type kernelListener struct{ l *datapath.Listener }
+type kernelListener struct{ l *engine.Listener }
 
 func (l *kernelListener) accept(ctx context.Context) (connReqImpl, ConnRequestInfo, error) {
 	r, err := l.l.Accept(ctx)
@@ -438,7 +438,7 @@ func (l *kernelListener) accept(ctx context.Context) (connReqImpl, ConnRequestIn
 func (l *kernelListener) addr() net.Addr { return l.l.Addr() }
 func (l *kernelListener) close() error   { return l.l.Close() }
 
-type kernelReq struct{ r *datapath.ConnRequest }
+type kernelReq struct{ r *engine.ConnRequest }
 
 func (r kernelReq) accept(ctx context.Context, qp qpImpl, p *ConnParam) error {
 	kq, ok := qp.(*kernelQP)
@@ -457,33 +457,33 @@ func mapErr(err error) error {
 	switch err {
 	case nil:
 		return nil
-	case datapath.ErrQueueFull:
+	case engine.ErrQueueFull:
 		return ErrQueueFull
-	case datapath.ErrCQFull:
+	case engine.ErrCQFull:
 		return ErrCQFull
-	case datapath.ErrInvalidWR:
+	case engine.ErrInvalidWR:
 		return ErrInvalidWR
-	case datapath.ErrTooLong:
+	case engine.ErrTooLong:
 		return ErrTooLong
-	case datapath.ErrState:
+	case engine.ErrState:
 		return ErrState
-	case datapath.ErrClosed:
+	case engine.ErrClosed:
 		return ErrClosed
-	case datapath.ErrTooManyQPs:
+	case engine.ErrTooManyQPs:
 		return ErrTooManyQPs
-	case datapath.ErrCQOverflow:
+	case engine.ErrCQOverflow:
 		return ErrCQOverflow
-	case datapath.ErrCQBusy:
+	case engine.ErrCQBusy:
 		return ErrCQBusy
-	case datapath.ErrBadAttr:
+	case engine.ErrBadAttr:
 		return ErrBadAttr
-	case datapath.ErrWrongDevice:
+	case engine.ErrWrongDevice:
 		return ErrWrongDevice
-	case datapath.ErrNotConnected:
+	case engine.ErrNotConnected:
 		return ErrNotConnected
-	case datapath.ErrAlreadyInUse:
+	case engine.ErrAlreadyInUse:
 		return ErrAlreadyInUse
-	case datapath.ErrNoAtomics:
+	case engine.ErrNoAtomics:
 		return ErrNoAtomics
 	case mem.ErrPDBusy:
 		return ErrPDBusy

@@ -7,7 +7,7 @@ import (
 	"log/slog"
 	"time"
 
-	"xrnic/datapath"
+	"xrnic/internal/engine"
 	"xrnic/mem"
 	"xrnic/wire/mpa"
 	"xrnic/wire/term"
@@ -25,9 +25,9 @@ type connOpts struct {
 
 // session is an in-process device with one QP connected to the peer.
 type session struct {
-	dev      *datapath.Device
-	scq, rcq *datapath.CQ
-	qp       *datapath.QP
+	dev      *engine.Device
+	scq, rcq *engine.CQ
+	qp       *engine.QP
 	buf      []byte
 	mr       *mem.MR
 }
@@ -35,7 +35,7 @@ type session struct {
 // opError is a failed remote operation: the completion status and the
 // Terminate behind it, in words.
 type opError struct {
-	Status datapath.Status
+	Status engine.Status
 	Term   *term.Error
 	Err    error
 }
@@ -53,7 +53,7 @@ func (e *opError) Error() string {
 // dial opens a device with a local buffer of bufLen bytes and connects a QP
 // to peer (HOST:PORT) as MPA initiator.
 func dial(ctx context.Context, peer string, bufLen int, o connOpts) (*session, error) {
-	cfg := datapath.Config{MaxQPs: 1, ConnTimeout: o.Timeout}
+	cfg := engine.Config{MaxQPs: 1, ConnTimeout: o.Timeout}
 	switch o.Transport {
 	case "", "kernel":
 	case "afxdp":
@@ -64,15 +64,15 @@ func dial(ctx context.Context, peer string, bufLen int, o connOpts) (*session, e
 		if o.Iface == "" {
 			return nil, errors.New("--transport afxdp needs --iface")
 		}
-		if err := datapath.XDPPrivileges(); err != nil {
+		if err := engine.XDPPrivileges(); err != nil {
 			return nil, err
 		}
-		cfg.Transport = datapath.TransportAFXDP
-		cfg.XDP = datapath.XDPConfig{Iface: o.Iface, Logger: slog.New(slog.DiscardHandler)}
+		cfg.Transport = engine.TransportAFXDP
+		cfg.XDP = engine.XDPConfig{Iface: o.Iface, Logger: slog.New(slog.DiscardHandler)}
 	default:
 		return nil, fmt.Errorf("--transport %q: want kernel or afxdp", o.Transport)
 	}
-	dev, err := datapath.Open(cfg)
+	dev, err := engine.Open(cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -88,14 +88,14 @@ func dial(ctx context.Context, peer string, bufLen int, o connOpts) (*session, e
 	if s.rcq, err = dev.CreateCQ(4); err != nil {
 		return fail(err)
 	}
-	if s.qp, err = dev.CreateQP(datapath.QPAttr{PD: pd, SendCQ: s.scq, RecvCQ: s.rcq, SQDepth: 8, RQDepth: 4, MaxSGE: 1}); err != nil {
+	if s.qp, err = dev.CreateQP(engine.QPAttr{PD: pd, SendCQ: s.scq, RecvCQ: s.rcq, SQDepth: 8, RQDepth: 4, MaxSGE: 1}); err != nil {
 		return fail(err)
 	}
 	s.buf = make([]byte, max(bufLen, 8))
 	if s.mr, err = dev.RegMR(s.buf, mem.MROptions{PD: pd, Access: mem.LocalWrite, TO: mem.TOZeroBased}); err != nil {
 		return fail(err)
 	}
-	p := datapath.ConnParams{Rev: uint8(o.MPARev), NoCRC: o.NoCRC, PeerToPeer: o.PeerToPeer}
+	p := engine.ConnParams{Rev: uint8(o.MPARev), NoCRC: o.NoCRC, PeerToPeer: o.PeerToPeer}
 	if o.PeerToPeer {
 		p.RTR = mpa.RTRAll
 	}
@@ -105,21 +105,21 @@ func dial(ctx context.Context, peer string, bufLen int, o connOpts) (*session, e
 	return s, nil
 }
 
-func (s *session) sge(off, n int) []datapath.SGE {
-	return []datapath.SGE{{Addr: uint64(off), Length: uint32(n), LKey: s.mr.STag()}}
+func (s *session) sge(off, n int) []engine.SGE {
+	return []engine.SGE{{Addr: uint64(off), Length: uint32(n), LKey: s.mr.STag()}}
 }
 
 // do posts one signalled work request and waits for its completion.
-func (s *session) do(ctx context.Context, wr datapath.SendWR) (datapath.Completion, error) {
-	wr.Flags |= datapath.FlagSignaled
+func (s *session) do(ctx context.Context, wr engine.SendWR) (engine.Completion, error) {
+	wr.Flags |= engine.FlagSignaled
 	if err := s.qp.PostSend(&wr); err != nil {
-		return datapath.Completion{}, err
+		return engine.Completion{}, err
 	}
-	wc := make([]datapath.Completion, 1)
+	wc := make([]engine.Completion, 1)
 	for {
 		if s.scq.Poll(wc) == 1 {
 			c := wc[0]
-			if c.Status != datapath.StatusSuccess {
+			if c.Status != engine.StatusSuccess {
 				te, _ := c.Err.(*term.Error)
 				if te == nil {
 					te = s.qp.PeerTerminate()
@@ -132,7 +132,7 @@ func (s *session) do(ctx context.Context, wr datapath.SendWR) (datapath.Completi
 			return c, nil
 		}
 		if err := s.scq.Wait(ctx); err != nil {
-			return datapath.Completion{}, fmt.Errorf("waiting for the completion: %w", err)
+			return engine.Completion{}, fmt.Errorf("waiting for the completion: %w", err)
 		}
 	}
 }

@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"xrnic/control"
-	"xrnic/datapath"
+	"xrnic/internal/engine"
 	"xrnic/mem"
 	"xrnic/wire/term"
 )
@@ -56,14 +56,14 @@ func chooseTransport(c *config) (transport, reason string, auto bool, err error)
 // afxdpAllowed checks the privileges and the locked-memory limit the afxdp
 // transport needs.
 func afxdpAllowed(c *config) error {
-	if err := datapath.XDPPrivileges(); err != nil {
+	if err := engine.XDPPrivileges(); err != nil {
 		return err
 	}
-	return datapath.XDPMemlock(xdpConfig(c, nil))
+	return engine.XDPMemlock(xdpConfig(c, nil))
 }
 
-func xdpConfig(c *config, log *slog.Logger) datapath.XDPConfig {
-	return datapath.XDPConfig{Iface: c.Iface, Queues: c.Queues, Mode: c.XDPMode, Logger: log}
+func xdpConfig(c *config, log *slog.Logger) engine.XDPConfig {
+	return engine.XDPConfig{Iface: c.Iface, Queues: c.Queues, Mode: c.XDPMode, Logger: log}
 }
 
 type region struct {
@@ -76,13 +76,13 @@ type region struct {
 type daemon struct {
 	cfg   config
 	log   *slog.Logger
-	dev   *datapath.Device
+	dev   *engine.Device
 	pd    mem.PD
 	state *control.State
 
 	regions []region
 	ln      net.Listener       // kernel transport
-	xln     *datapath.Listener // afxdp transport
+	xln     *engine.Listener // afxdp transport
 	httpSrv *http.Server
 	httpLn  net.Listener
 	sock    *control.SocketServer
@@ -120,22 +120,22 @@ func start(cfg config, log *slog.Logger) (d *daemon, err error) {
 			d = nil
 		}
 	}()
-	dc := datapath.Config{MaxQPs: cfg.MaxQPs, MaxORD: cfg.MaxORD, MaxIRD: cfg.MaxIRD, ConnTimeout: cfg.ConnTimeout}
+	dc := engine.Config{MaxQPs: cfg.MaxQPs, MaxORD: cfg.MaxORD, MaxIRD: cfg.MaxIRD, ConnTimeout: cfg.ConnTimeout}
 	if transport == "afxdp" {
-		dc.Transport = datapath.TransportAFXDP
+		dc.Transport = engine.TransportAFXDP
 		dc.XDP = xdpConfig(&cfg, log)
-		d.dev, err = datapath.Open(dc)
+		d.dev, err = engine.Open(dc)
 		if err != nil && auto {
 			log.Warn("afxdp unavailable; falling back to the kernel transport (--transport afxdp makes this fatal)", "iface", cfg.Iface, "err", err)
 			transport, reason = "kernel", "afxdp chosen for --iface "+cfg.Iface+" but it failed: "+err.Error()
-			dc.Transport, dc.XDP = "", datapath.XDPConfig{}
+			dc.Transport, dc.XDP = "", engine.XDPConfig{}
 		} else if err != nil {
 			return d, fmt.Errorf("open the afxdp device on %s: %w (check `ip link show %s` for another XDP program; try --xdp-mode generic; or run with --transport kernel)", cfg.Iface, err, cfg.Iface)
 		}
 	}
 	log.Info("transport chosen", "transport", transport, "reason", reason)
 	if d.dev == nil {
-		if d.dev, err = datapath.Open(dc); err != nil {
+		if d.dev, err = engine.Open(dc); err != nil {
 			return d, fmt.Errorf("open device: %w", err)
 		}
 	}
@@ -351,8 +351,8 @@ func setupOutcome(err error) control.MPAOutcome {
 
 // conn is one accepted connection: its QP, CQs and sink buffers.
 type conn struct {
-	qp       *datapath.QP
-	scq, rcq *datapath.CQ
+	qp       *engine.QP
+	scq, rcq *engine.CQ
 	mr       *mem.MR
 	posted   []time.Time
 	bufLen   int
@@ -362,7 +362,7 @@ func (d *daemon) runConn(tc *net.TCPConn) {
 	defer d.wg.Done()
 	peer := tc.RemoteAddr().String()
 	log := d.log.With("peer", peer)
-	req, err := d.dev.ReadConnRequest(d.ctx, datapath.NewTCPLLP(tc))
+	req, err := d.dev.ReadConnRequest(d.ctx, engine.NewTCPLLP(tc))
 	if err != nil {
 		o := control.MPAMalformed
 		if setupOutcome(err) == control.MPATimeout {
@@ -377,7 +377,7 @@ func (d *daemon) runConn(tc *net.TCPConn) {
 
 // serveRequest answers a valid MPA Request: accept it onto a new QP in the
 // daemon's PD and run its sink until the QP ends.
-func (d *daemon) serveRequest(req *datapath.ConnRequest, peer string) {
+func (d *daemon) serveRequest(req *engine.ConnRequest, peer string) {
 	log := d.log.With("peer", peer)
 	if (d.cfg.MPARev == "1" && req.Rev != 1) || (d.cfg.MPARev == "2" && req.Rev != 2) {
 		req.Reject(nil)
@@ -402,7 +402,7 @@ func (d *daemon) serveRequest(req *datapath.ConnRequest, peer string) {
 	}
 	d.state.AddQP(c.qp, peer)
 	defer d.closeConn(c)
-	err = req.Accept(d.ctx, c.qp, datapath.ConnParams{NoCRC: d.cfg.NoCRC, Markers: d.cfg.Markers, RTR: d.cfg.RTR, RequiredORD: uint16(d.cfg.RequiredORD)})
+	err = req.Accept(d.ctx, c.qp, engine.ConnParams{NoCRC: d.cfg.NoCRC, Markers: d.cfg.Markers, RTR: d.cfg.RTR, RequiredORD: uint16(d.cfg.RequiredORD)})
 	if err != nil {
 		o := setupOutcome(err)
 		d.state.CountMPA(o)
@@ -426,7 +426,7 @@ func (d *daemon) newConn() (*conn, error) {
 		c.scq.Close()
 		return nil, err
 	}
-	c.qp, err = d.dev.CreateQP(datapath.QPAttr{PD: d.pd, SendCQ: c.scq, RecvCQ: c.rcq, SQDepth: 4, RQDepth: d.cfg.SinkDepth, MaxSGE: 1})
+	c.qp, err = d.dev.CreateQP(engine.QPAttr{PD: d.pd, SendCQ: c.scq, RecvCQ: c.rcq, SQDepth: 4, RQDepth: d.cfg.SinkDepth, MaxSGE: 1})
 	if err != nil {
 		c.rcq.Close()
 		c.scq.Close()
@@ -450,14 +450,14 @@ func (d *daemon) newConn() (*conn, error) {
 
 func (c *conn) post(id uint64) error {
 	c.posted[id] = time.Now()
-	return c.qp.PostRecv(&datapath.RecvWR{ID: id, SGL: []datapath.SGE{{Addr: id * uint64(c.bufLen), Length: uint32(c.bufLen), LKey: c.mr.STag()}}})
+	return c.qp.PostRecv(&engine.RecvWR{ID: id, SGL: []engine.SGE{{Addr: id * uint64(c.bufLen), Length: uint32(c.bufLen), LKey: c.mr.STag()}}})
 }
 
 // runSink counts the Sends and Immediate Data that arrive and keeps the
 // buffers posted until the QP stops (a flushed or failed receive) or the
 // daemon shuts down.
 func (d *daemon) runSink(c *conn, log *slog.Logger) {
-	wc := make([]datapath.Completion, 32)
+	wc := make([]engine.Completion, 32)
 	for {
 		if err := c.rcq.Wait(d.ctx); err != nil {
 			return
@@ -465,8 +465,8 @@ func (d *daemon) runSink(c *conn, log *slog.Logger) {
 		n := c.rcq.Poll(wc)
 		dead := false
 		for _, e := range wc[:n] {
-			if e.Status != datapath.StatusSuccess {
-				if !dead && e.Status != datapath.StatusWRFlushErr {
+			if e.Status != engine.StatusSuccess {
+				if !dead && e.Status != engine.StatusWRFlushErr {
 					log.Info("QP receive failed", "qp", c.qp.Num(), "status", e.Status.String(), "err", e.Err)
 				}
 				dead = true
@@ -476,9 +476,9 @@ func (d *daemon) runSink(c *conn, log *slog.Logger) {
 				d.state.Latency.Observe(control.QueueRecv, e.Op, time.Since(c.posted[e.ID]))
 			}
 			switch e.Op {
-			case datapath.OpRecvImm:
+			case engine.OpRecvImm:
 				d.state.CountSink(control.SinkImmediate, e.ByteLen)
-			case datapath.OpRecvWriteImm:
+			case engine.OpRecvWriteImm:
 				d.state.CountSink(control.SinkWriteImmediate, e.ByteLen)
 			default:
 				d.state.CountSink(control.SinkSend, e.ByteLen)

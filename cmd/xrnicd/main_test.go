@@ -17,7 +17,7 @@ import (
 	"time"
 
 	"xrnic/control"
-	"xrnic/datapath"
+	"xrnic/internal/engine"
 	"xrnic/mem"
 	"xrnic/wire/mpa"
 )
@@ -161,7 +161,7 @@ func runDaemon(t *testing.T, args ...string) (int, string) {
 // afxdpLoError is what --transport afxdp --iface lo fails with: lo is not
 // an Ethernet device (root), or the privileges are missing.
 func afxdpLoError() string {
-	if datapath.XDPPrivileges() != nil {
+	if engine.XDPPrivileges() != nil {
 		return "CAP_NET_ADMIN"
 	}
 	return "not an Ethernet device"
@@ -252,7 +252,7 @@ func TestAllowAndStartupLog(t *testing.T) {
 	// --iface selects afxdp by default; lo refuses it (not Ethernet), or
 	// the test runs unprivileged: either way kernel, and the log says why.
 	reason := `transport=kernel reason="afxdp chosen for --iface lo but it failed`
-	if datapath.XDPPrivileges() != nil {
+	if engine.XDPPrivileges() != nil {
 		reason = `transport=kernel reason="--iface lo given but this process may not use afxdp`
 	}
 	for _, want := range []string{reason, `allow=10.1.0.0/16`} {
@@ -360,7 +360,7 @@ func TestChooseTransport(t *testing.T) {
 		{"dpdk", "", "", false, "want kernel or afxdp"},
 		{"", "nosuchif0", "", false, "unknown interface"},
 	}
-	if datapath.XDPPrivileges() == nil && datapath.XDPMemlock(datapath.XDPConfig{Iface: "lo"}) == nil {
+	if engine.XDPPrivileges() == nil && engine.XDPMemlock(engine.XDPConfig{Iface: "lo"}) == nil {
 		cases = append(cases, tc{"", "lo", "afxdp", true, ""}, tc{"afxdp", "lo", "afxdp", false, ""})
 	} else {
 		cases = append(cases, tc{"", "lo", "kernel", false, ""}, tc{"afxdp", "lo", "", false, "--transport afxdp"})
