@@ -370,15 +370,15 @@ func TestDefaultPolicy(t *testing.T) {
 	}
 }
 
-// TestDeviceSourcesKernel: a kernel-transport device has no TCP or XDP
+// TestTransportSourcesKernel: a kernel-transport device has no TCP or XDP
 // source, so those families are absent from its metrics.
-func TestDeviceSourcesKernel(t *testing.T) {
+func TestTransportSourcesKernel(t *testing.T) {
 	dev, err := engine.Open(engine.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer dev.Close()
-	tcp, xdp := DeviceSources(dev, "eth0")
+	tcp, xdp := TransportSources(dev.Transport(), "eth0")
 	if tcp != nil || xdp != nil {
 		t.Fatalf("kernel device sources %v %v", tcp, xdp)
 	}

@@ -1,33 +1,35 @@
 package control
 
 import (
-	"xrnic/internal/engine"
 	"xrnic/tcpstack"
+	"xrnic/transport"
+	"xrnic/transport/afxdp"
 )
 
-// DeviceSources returns the TCP and XDP sources of a device on the afxdp
-// transport, for Options.TCP and Options.XDP (nil, nil over kernel TCP,
-// whose TCP is the kernel's and has no XDP). iface labels the XDP
+// TransportSources returns the TCP and XDP sources of a device's
+// transport when it is afxdp, for Options.TCP and Options.XDP (nil, nil
+// over kernel TCP, whose TCP is the kernel's and has no XDP). iface labels the XDP
 // families. Every read happens at scrape time: the AF_XDP sockets'
 // XDP_STATISTICS (a getsockopt per queue), the steering program's per-CPU
 // counters (one map lookup), and the user-space TCP's counters (read on
 // each queue's poll loop, which owns them).
-func DeviceSources(dev *engine.Device, iface string) (TCPSource, XDPSource) {
-	if _, ok := dev.XDPInfo(); !ok {
+func TransportSources(tr transport.Transport, iface string) (TCPSource, XDPSource) {
+	x, ok := tr.(*afxdp.Transport)
+	if !ok {
 		return nil, nil
 	}
-	s := &deviceSource{dev: dev, iface: iface}
+	s := &deviceSource{tr: x, iface: iface}
 	return s, s
 }
 
 type deviceSource struct {
-	dev   *engine.Device
+	tr    *afxdp.Transport
 	iface string
 }
 
 // TCPStats sums the queues' stacks, including their RTT histograms.
 func (s *deviceSource) TCPStats() TCPStats {
-	per, _ := s.dev.TCPStats()
+	per, _ := s.tr.TCPStats()
 	var t TCPStats
 	var rtt tcpstack.RTTHistogram
 	for _, q := range per {
@@ -59,7 +61,7 @@ func rttHistogram(h *tcpstack.RTTHistogram) (bounds []float64, cum []uint64, cou
 }
 
 func (s *deviceSource) XDPSocketStats() []XDPSocketStats {
-	per, _ := s.dev.XDPSocketStats()
+	per, _ := s.tr.SocketStats()
 	out := make([]XDPSocketStats, len(per))
 	for q, st := range per {
 		out[q] = XDPSocketStats{Interface: s.iface, Queue: q,
@@ -74,7 +76,7 @@ func (s *deviceSource) XDPSocketStats() []XDPSocketStats {
 var xdpCounterNames = [...]string{"redirected", "passed", "malformed", "no_socket", "fault_dropped", "fault_corrupted"}
 
 func (s *deviceSource) XDPProgramCounters() []XDPProgramCounter {
-	per, err := s.dev.XDPCountersPerCPU()
+	per, err := s.tr.CountersPerCPU()
 	if err != nil {
 		return nil
 	}

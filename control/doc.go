@@ -42,7 +42,7 @@
 // xrnic_xdp_fill_ring_empty_total, xrnic_xdp_tx_ring_empty_total, labels
 // interface and queue) and the XDP program's per-CPU counters
 // (xrnic_xdp_program_packets_total{interface,counter,cpu}). The kernel
-// transport has neither, and the families are then absent. DeviceSources
+// transport has neither, and the families are then absent. TransportSources
 // adapts a datapath.Device on the afxdp transport to both sources (counter
 // label values: redirected, passed, malformed, no_socket, fault_dropped,
 // fault_corrupted).

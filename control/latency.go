@@ -61,10 +61,10 @@ func (l *Latency) Observe(q Queue, op engine.Opcode, d time.Duration) {
 func (l *Latency) Collector() prometheus.Collector { return l.vec }
 
 var opcodeLabels = map[engine.Opcode]string{
-	engine.OpSend: "send", engine.OpSendSE: "send_se", engine.OpSendInv: "send_inv",
-	engine.OpSendSEInv: "send_se_inv", engine.OpWrite: "write", engine.OpWriteImm: "write_imm",
+	engine.OpSend: "send", engine.OpSendWithInv: "send_inv",
+	engine.OpWrite: "write", engine.OpWriteWithImm: "write_imm",
 	engine.OpRead: "read", engine.OpFetchAdd: "fetch_add", engine.OpCmpSwap: "cmp_swap",
-	engine.OpImm: "imm", engine.OpImmSE: "imm_se", engine.OpLocalInv: "local_inv",
+	engine.OpImm: "imm", engine.OpLocalInv: "local_inv",
 	engine.OpRecv: "recv", engine.OpRecvImm: "recv_imm", engine.OpRecvWriteImm: "recv_write_imm",
 }
 

@@ -13,6 +13,7 @@ import (
 	"xrnic/internal/engine"
 	"xrnic/internal/engine/enginetest"
 	"xrnic/mem"
+	"xrnic/transport/kernel"
 	"xrnic/wire/rdmap"
 	"xrnic/wire/term"
 )
@@ -97,7 +98,7 @@ func (e *testEngine) connect(ctx context.Context, pd mem.PD) (*qp, *enginetest.P
 	a, b := net.Pipe()
 	errc := make(chan error, 1)
 	go func() {
-		req, err := e.dev.ReadConnRequest(ctx, engine.WrapConn(a, 1460))
+		req, err := e.dev.ReadConnRequest(ctx, kernel.WrapConn(a, 1460))
 		if err == nil {
 			err = req.Accept(ctx, q.qp, engine.ConnParams{})
 		}

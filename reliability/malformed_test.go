@@ -12,6 +12,7 @@ import (
 	"xrnic/internal/engine"
 	"xrnic/internal/engine/enginetest"
 	"xrnic/mem"
+	"xrnic/transport/afxdp"
 	"xrnic/wire/rdmap"
 	"xrnic/wire/term"
 )
@@ -25,8 +26,11 @@ func TestIntegrationMalformedAFXDP(t *testing.T) {
 	e := newWireEnv(t, false)
 	var srv *engine.Device
 	if err := nsDo(t, e.nsA, func() (err error) {
-		srv, err = engine.Open(engine.Config{Transport: engine.TransportAFXDP, ConnTimeout: 5 * time.Second,
-			XDP: engine.XDPConfig{Iface: e.devA, MinRTO: 20 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)}})
+		tr, err := afxdp.Open(afxdp.Config{Iface: e.devA, MinRTO: 20 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)})
+		if err != nil {
+			return err
+		}
+		srv, err = engine.Open(engine.Config{Transport: tr, ConnTimeout: 5 * time.Second})
 		return err
 	}); err != nil {
 		t.Fatalf("open afxdp device: %v", err)

@@ -6,7 +6,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"log/slog"
 	"net"
 	"os/exec"
 	"path/filepath"
@@ -21,8 +20,8 @@ import (
 
 	"xrnic/bpf"
 	"xrnic/internal/engine"
-	"xrnic/internal/engine/netlinkutil"
 	"xrnic/mem"
+	"xrnic/transport/afxdp/netlinkutil"
 )
 
 // Restart safety (issue 9, item 6): xrnicd with the afxdp transport in
@@ -188,7 +187,7 @@ func TestIntegrationRestart(t *testing.T) {
 	// segment there, as the daemon's AF_XDP socket is single-buffer).
 	var peer *engine.Device
 	if err := nsDo(t, e.nsB, func() (err error) {
-		peer, err = engine.Open(engine.Config{ConnTimeout: 5 * time.Second, XDP: engine.XDPConfig{Logger: slog.New(slog.DiscardHandler)}})
+		peer, err = engine.Open(engine.Config{ConnTimeout: 5 * time.Second})
 		return err
 	}); err != nil {
 		t.Fatal(err)

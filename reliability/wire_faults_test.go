@@ -20,6 +20,7 @@ import (
 	"xrnic/bpf"
 	"xrnic/internal/engine"
 	"xrnic/mem"
+	"xrnic/transport/afxdp"
 	"xrnic/wire/term"
 )
 
@@ -195,10 +196,10 @@ func TestIntegrationWireFaults(t *testing.T) {
 	if long() {
 		nFA = 25_000
 	}
-	for _, tr := range []string{engine.TransportKernel, engine.TransportAFXDP} {
+	for _, tr := range []string{trKernel, trAFXDP} {
 		t.Run(tr, func(t *testing.T) {
 			a, b := wfOpen(t, e, tr)
-			for _, lv := range wfLevels(tr == engine.TransportAFXDP) {
+			for _, lv := range wfLevels(tr == trAFXDP) {
 				t.Run(strings.ReplaceAll(lv.name, " ", "_"), func(t *testing.T) {
 					r := wfRun(t, e, tr, a, b, lv, nFA)
 					wfTableMu.Lock()
@@ -222,19 +223,32 @@ func TestIntegrationWireFaults(t *testing.T) {
 	t.Log(sb.String())
 }
 
+// The transports of the fault matrix.
+const (
+	trKernel = "kernel"
+	trAFXDP  = "afxdp"
+)
+
+// xdpOf returns the afxdp transport of a device opened with trAFXDP.
+func xdpOf(d *engine.Device) *afxdp.Transport { return d.Transport().(*afxdp.Transport) }
+
 func wfOpen(t *testing.T, e *wireEnv, tr string) (a, b *engine.Device) {
 	t.Helper()
 	open := func(ns, dev string) *engine.Device {
 		var d *engine.Device
-		cfg := engine.Config{Transport: tr, ConnTimeout: 10 * time.Second}
-		if tr == engine.TransportAFXDP {
-			// Native XDP: generic XDP skips skbs a tc program
-			// redirected (skb_is_redirected in
-			// netif_receive_generic_xdp), which is every frame
-			// from the wire; veth's native XDP runs on them.
-			cfg.XDP = engine.XDPConfig{Iface: dev, Mode: "native", MinRTO: 20 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)}
-		}
+		cfg := engine.Config{ConnTimeout: 10 * time.Second}
 		if err := nsDo(t, ns, func() (err error) {
+			if tr == trAFXDP {
+				// Native XDP: generic XDP skips skbs a tc program
+				// redirected (skb_is_redirected in
+				// netif_receive_generic_xdp), which is every frame
+				// from the wire; veth's native XDP runs on them.
+				x, err := afxdp.Open(afxdp.Config{Iface: dev, Mode: "native", MinRTO: 20 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)})
+				if err != nil {
+					return err
+				}
+				cfg.Transport = x
+			}
 			d, err = engine.Open(cfg)
 			return err
 		}); err != nil {
@@ -255,7 +269,7 @@ type wfCounters struct {
 func wfSnapshot(t *testing.T, e *wireEnv, tr string, a, b *engine.Device) wfCounters {
 	t.Helper()
 	var c wfCounters
-	if tr == engine.TransportKernel {
+	if tr == trKernel {
 		for _, ns := range []string{e.nsA, e.nsB} {
 			m := kernelTCP(t, ns)
 			c.retrans += m["RetransSegs"]
@@ -263,7 +277,7 @@ func wfSnapshot(t *testing.T, e *wireEnv, tr string, a, b *engine.Device) wfCoun
 		}
 	} else {
 		for _, d := range []*engine.Device{a, b} {
-			st, err := d.TCPStats()
+			st, err := xdpOf(d).TCPStats()
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -271,7 +285,7 @@ func wfSnapshot(t *testing.T, e *wireEnv, tr string, a, b *engine.Device) wfCoun
 				c.retrans += s.TxRetransmits
 				c.csum += s.RxBadChecksum
 			}
-			x, err := d.XDPCounters()
+			x, err := xdpOf(d).Counters()
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -293,9 +307,9 @@ func wfSetFaults(t *testing.T, e *wireEnv, a, b *engine.Device, tr string, lv wf
 	if err := e.wire.SetFault(lv.wire); err != nil {
 		t.Fatal(err)
 	}
-	if tr == engine.TransportAFXDP {
+	if tr == trAFXDP {
 		for _, d := range []*engine.Device{a, b} {
-			if err := d.SetXDPFault(lv.xdp); err != nil {
+			if err := xdpOf(d).SetFault(lv.xdp); err != nil {
 				t.Fatal(err)
 			}
 		}

@@ -7,26 +7,28 @@ import (
 	"net/netip"
 	"sync"
 	"time"
+
+	"xrnic/internal/rnic"
 )
 
 // Errors. Posting errors are sentinels (no formatting on the hot path).
 var (
-	ErrClosed        = errors.New("verbs: closed")
+	ErrClosed        = rnic.ErrClosed
 	ErrNotSupported  = errors.New("verbs: not supported")
-	ErrBadAttr       = errors.New("verbs: attribute out of the device limits (see Device.Attributes)")
-	ErrTooManyQPs    = errors.New("verbs: too many QPs (raise DeviceConfig.MaxQPs)")
-	ErrCQOverflow    = errors.New("verbs: CQ too small for the queues attached to it (its depth must cover their SQ/RQ depths)")
-	ErrCQBusy        = errors.New("verbs: CQ still has QPs attached (close them first)")
+	ErrBadAttr       = rnic.ErrBadAttr
+	ErrTooManyQPs    = rnic.ErrTooManyQPs
+	ErrCQOverflow    = rnic.ErrCQOverflow
+	ErrCQBusy        = rnic.ErrCQBusy
 	ErrPDBusy        = errors.New("verbs: PD still has memory regions (deregister them first)")
-	ErrQueueFull     = errors.New("verbs: work queue full (poll the CQ)")
-	ErrCQFull        = errors.New("verbs: CQ has no room for another outstanding work request (poll it)")
-	ErrInvalidWR     = errors.New("verbs: invalid work request (opcode, flags, SGE count or atomic buffer)")
-	ErrTooLong       = errors.New("verbs: message longer than the device maximum")
-	ErrState         = errors.New("verbs: QP is not in a state that allows this")
-	ErrWrongDevice   = errors.New("verbs: object belongs to another device or PD")
-	ErrNotConnected  = errors.New("verbs: QP not connected")
-	ErrAlreadyInUse  = errors.New("verbs: QP already connected or connecting")
-	ErrNoAtomics     = errors.New("verbs: peer does not support RFC 7306 atomics")
+	ErrQueueFull     = rnic.ErrQueueFull
+	ErrCQFull        = rnic.ErrCQFull
+	ErrInvalidWR     = rnic.ErrInvalidWR
+	ErrTooLong       = rnic.ErrTooLong
+	ErrState         = rnic.ErrState
+	ErrWrongDevice   = rnic.ErrWrongDevice
+	ErrNotConnected  = rnic.ErrNotConnected
+	ErrAlreadyInUse  = rnic.ErrAlreadyInUse
+	ErrNoAtomics     = rnic.ErrNoAtomics
 	ErrRejected      = errors.New("verbs: connection rejected by the peer")
 	ErrAccessLocalWr = errors.New("verbs: remote write and remote atomic access require AccessLocalWrite (as in ibv_reg_mr)")
 

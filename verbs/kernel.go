@@ -9,6 +9,7 @@ import (
 	"xrnic/atomics"
 	"xrnic/internal/engine"
 	"xrnic/mem"
+	"xrnic/wire/term"
 )
 
 // The engine provider: the datapath engine in this process, over kernel
@@ -165,10 +166,7 @@ func (m *kernelMR) dereg() error {
 
 // CQ
 
-type kernelCQ struct {
-	cq      *engine.CQ
-	scratch [32]engine.Completion
-}
+type kernelCQ struct{ cq *engine.CQ }
 
 func (k *kernelDev) createCQ(depth int) (cqImpl, error) {
 	cq, err := k.d.CreateCQ(depth)
@@ -178,62 +176,8 @@ func (k *kernelDev) createCQ(depth int) (cqImpl, error) {
 	return &kernelCQ{cq: cq}, nil
 }
 
-// dpOpToVerbs maps engine opcodes (send and receive) to verbs opcodes.
-var dpOpToVerbs = [...]Opcode{
-	engine.OpSend: OpSend, engine.OpSendSE: OpSend,
-	engine.OpSendInv: OpSendWithInv, engine.OpSendSEInv: OpSendWithInv,
-	engine.OpWrite: OpWrite, engine.OpWriteImm: OpWriteWithImm, engine.OpRead: OpRead,
-	engine.OpFetchAdd: OpFetchAdd, engine.OpCmpSwap: OpCmpSwap,
-	engine.OpImm: OpImm, engine.OpImmSE: OpImm, engine.OpLocalInv: OpLocalInv,
-	engine.OpRecv: OpRecv, engine.OpRecvImm: OpRecvImm, engine.OpRecvWriteImm: OpRecvWriteImm,
-}
-
-var dpStatusToVerbs = [...]Status{
-	engine.StatusSuccess: StatusSuccess, engine.StatusLocLenErr: StatusLocLenErr,
-	engine.StatusLocQPOpErr: StatusLocQPOpErr, engine.StatusLocProtErr: StatusLocProtErr,
-	engine.StatusWRFlushErr: StatusWRFlushErr, engine.StatusBadRespErr: StatusBadRespErr,
-	engine.StatusLocAccessErr: StatusLocAccessErr, engine.StatusRemInvReqErr: StatusRemInvReqErr,
-	engine.StatusRemAccessErr: StatusRemAccessErr, engine.StatusRemOpErr: StatusRemOpErr,
-	engine.StatusRetryExcErr: StatusRetryExcErr, engine.StatusFatalErr: StatusFatalErr,
-	engine.StatusGeneralErr: StatusGeneralErr,
-}
-
-func convCompletion(d *Completion, s *engine.Completion) {
-	*d = Completion{ID: s.ID, Status: StatusGeneralErr, QPNum: s.QPNum, ByteLen: s.ByteLen, Imm: s.Imm,
-		InvalidatedSTag: s.InvalidatedSTag, AtomicOrig: s.AtomicOrig, Err: s.Err}
-	if int(s.Status) < len(dpStatusToVerbs) {
-		d.Status = dpStatusToVerbs[s.Status]
-	}
-	if int(s.Op) < len(dpOpToVerbs) {
-		d.Op = dpOpToVerbs[s.Op]
-	}
-	if s.Flags&engine.WCWithImm != 0 {
-		d.Flags |= WCWithImm
-	}
-	if s.Flags&engine.WCWithInv != 0 {
-		d.Flags |= WCWithInv
-	}
-	if s.Flags&engine.WCSolicited != 0 {
-		d.Flags |= WCSolicited
-	}
-}
-
-func (c *kernelCQ) poll(wc []Completion) int {
-	n := 0
-	for n < len(wc) {
-		k := c.cq.Poll(c.scratch[:min(len(c.scratch), len(wc)-n)])
-		for i := range k {
-			convCompletion(&wc[n+i], &c.scratch[i])
-			c.scratch[i] = engine.Completion{}
-		}
-		n += k
-		if k < len(c.scratch) {
-			break
-		}
-	}
-	return n
-}
-
+// poll hands wc to the engine as it is: the completion type is shared.
+func (c *kernelCQ) poll(wc []Completion) int       { return c.cq.Poll(wc) }
 func (c *kernelCQ) wait(ctx context.Context) error { return c.cq.Wait(ctx) }
 func (c *kernelCQ) arm(solicitedOnly bool)         { c.cq.Arm(solicitedOnly) }
 func (c *kernelCQ) events() <-chan struct{}        { return c.cq.Events() }
@@ -251,13 +195,7 @@ func (k *kernelDev) listen(network, addr string) (listenerImpl, error) {
 
 // QP
 
-type kernelQP struct {
-	qp   *engine.QP
-	swr  engine.SendWR
-	ssge []engine.SGE
-	rwr  engine.RecvWR
-	rsge []engine.SGE
-}
+type kernelQP struct{ qp *engine.QP }
 
 func (k *kernelDev) createQP(pd uint32, a *QPAttr) (qpImpl, error) {
 	scq, ok1 := a.SendCQ.c.(*kernelCQ)
@@ -270,81 +208,14 @@ func (k *kernelDev) createQP(pd uint32, a *QPAttr) (qpImpl, error) {
 	if err != nil {
 		return nil, mapErr(err)
 	}
-	return &kernelQP{qp: qp, ssge: make([]engine.SGE, a.MaxSGE), rsge: make([]engine.SGE, a.MaxSGE)}, nil
+	return &kernelQP{qp: qp}, nil
 }
 
 func (q *kernelQP) num() uint32 { return q.qp.Num() }
 
-// sendOp maps a verbs opcode and the solicited flag to the engine opcode.
-func sendOp(op Opcode, se bool) (engine.Opcode, bool) {
-	switch op {
-	case OpSend:
-		if se {
-			return engine.OpSendSE, true
-		}
-		return engine.OpSend, true
-	case OpSendWithInv:
-		if se {
-			return engine.OpSendSEInv, true
-		}
-		return engine.OpSendInv, true
-	case OpImm:
-		if se {
-			return engine.OpImmSE, true
-		}
-		return engine.OpImm, true
-	}
-	if se {
-		return 0, false
-	}
-	switch op {
-	case OpWrite:
-		return engine.OpWrite, true
-	case OpWriteWithImm:
-		return engine.OpWriteImm, true
-	case OpRead:
-		return engine.OpRead, true
-	case OpFetchAdd:
-		return engine.OpFetchAdd, true
-	case OpCmpSwap:
-		return engine.OpCmpSwap, true
-	case OpLocalInv:
-		return engine.OpLocalInv, true
-	}
-	return 0, false
-}
-
-func (q *kernelQP) postSend(wr *SendWR) error {
-	op, ok := sendOp(wr.Op, wr.Flags&FlagSolicited != 0)
-	if !ok || wr.Flags&^(FlagSignaled|FlagSolicited|FlagFence) != 0 || len(wr.SGL) > len(q.ssge) {
-		return ErrInvalidWR
-	}
-	var f engine.SendFlags
-	if wr.Flags&FlagSignaled != 0 {
-		f |= engine.FlagSignaled
-	}
-	if wr.Flags&FlagFence != 0 {
-		f |= engine.FlagFence
-	}
-	for i := range wr.SGL {
-		q.ssge[i] = engine.SGE{Addr: wr.SGL[i].Addr, Length: wr.SGL[i].Length, LKey: wr.SGL[i].LKey}
-	}
-	q.swr = engine.SendWR{ID: wr.ID, Op: op, Flags: f, SGL: q.ssge[:len(wr.SGL)], Imm: wr.Imm,
-		InvalidateSTag: wr.InvalidateSTag, RemoteSTag: wr.RemoteSTag, RemoteTO: wr.RemoteTO,
-		CompareAdd: wr.CompareAdd, Swap: wr.Swap, AddMask: wr.AddMask, CompareMask: wr.CompareMask, SwapMask: wr.SwapMask}
-	return mapErr(q.qp.PostSend(&q.swr))
-}
-
-func (q *kernelQP) postRecv(wr *RecvWR) error {
-	if len(wr.SGL) > len(q.rsge) {
-		return ErrInvalidWR
-	}
-	for i := range wr.SGL {
-		q.rsge[i] = engine.SGE{Addr: wr.SGL[i].Addr, Length: wr.SGL[i].Length, LKey: wr.SGL[i].LKey}
-	}
-	q.rwr = engine.RecvWR{ID: wr.ID, SGL: q.rsge[:len(wr.SGL)]}
-	return mapErr(q.qp.PostRecv(&q.rwr))
-}
+// The work requests are the engine's own type: posted as they are.
+func (q *kernelQP) postSend(wr *SendWR) error { return mapErr(q.qp.PostSend(wr)) }
+func (q *kernelQP) postRecv(wr *RecvWR) error { return mapErr(q.qp.PostRecv(wr)) }
 
 func connParams(p *ConnParam) engine.ConnParams {
 	return engine.ConnParams{PrivateData: p.PrivateData, IRD: p.IRD, ORD: p.ORD, Rev: p.MPARev,
@@ -360,11 +231,13 @@ func connErr(op string, err error) error {
 	if errors.As(err, &rej) {
 		return &RejectedError{PrivateData: rej.PrivateData}
 	}
+	switch err {
+	case ErrClosed, ErrState, ErrWrongDevice, ErrNotConnected, ErrAlreadyInUse, ErrNoAtomics,
+		context.Canceled, context.DeadlineExceeded:
+		return err // a sentinel the caller compares with
+	}
 	if m := mapErr(err); m != err {
 		return m
-	}
-	if err == context.Canceled || err == context.DeadlineExceeded {
-		return err
 	}
 	return fmt.Errorf("verbs: %s: %w", op, err)
 }
@@ -395,18 +268,9 @@ func (q *kernelQP) connInfo() ConnInfo {
 	return out
 }
 
-var dpStateToVerbs = [...]QPState{
-	engine.QPInit: QPInit, engine.QPConnecting: QPConnecting, engine.QPRTS: QPRTS,
-	engine.QPClosing: QPClosing, engine.QPError: QPError, engine.QPClosed: QPClosed,
-}
+func (q *kernelQP) state() QPState { return q.qp.State() }
 
-func (q *kernelQP) state() QPState {
-	s := q.qp.State()
-	if int(s) < len(dpStateToVerbs) {
-		return dpStateToVerbs[s]
-	}
-	return QPError
-}
+func (q *kernelQP) peerTerminate() *term.Error { return q.qp.PeerTerminate() }
 
 func (q *kernelQP) err() error {
 	if e := q.qp.Err(); e != nil {
@@ -451,40 +315,10 @@ func (r kernelReq) accept(ctx context.Context, qp qpImpl, p *ConnParam) error {
 func (r kernelReq) reject(pd []byte) error { return connErr("reject", r.r.Reject(pd)) }
 func (r kernelReq) close() error           { return r.r.Close() }
 
-// mapErr maps engine sentinels to verbs sentinels (a comparison chain: no
-// allocation on the post path).
+// mapErr maps the engine's own errors to verbs sentinels; the shared ones
+// (package rnic) are the same values already.
 func mapErr(err error) error {
 	switch err {
-	case nil:
-		return nil
-	case engine.ErrQueueFull:
-		return ErrQueueFull
-	case engine.ErrCQFull:
-		return ErrCQFull
-	case engine.ErrInvalidWR:
-		return ErrInvalidWR
-	case engine.ErrTooLong:
-		return ErrTooLong
-	case engine.ErrState:
-		return ErrState
-	case engine.ErrClosed:
-		return ErrClosed
-	case engine.ErrTooManyQPs:
-		return ErrTooManyQPs
-	case engine.ErrCQOverflow:
-		return ErrCQOverflow
-	case engine.ErrCQBusy:
-		return ErrCQBusy
-	case engine.ErrBadAttr:
-		return ErrBadAttr
-	case engine.ErrWrongDevice:
-		return ErrWrongDevice
-	case engine.ErrNotConnected:
-		return ErrNotConnected
-	case engine.ErrAlreadyInUse:
-		return ErrAlreadyInUse
-	case engine.ErrNoAtomics:
-		return ErrNoAtomics
 	case mem.ErrPDBusy:
 		return ErrPDBusy
 	case mem.ErrAccessLocalWrite:

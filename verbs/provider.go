@@ -3,6 +3,8 @@ package verbs
 import (
 	"context"
 	"net"
+
+	"xrnic/wire/term"
 )
 
 // The provider interfaces are the seam between the public API and what
@@ -59,6 +61,7 @@ type qpImpl interface {
 	connInfo() ConnInfo
 	state() QPState
 	err() error
+	peerTerminate() *term.Error
 	disconnect(ctx context.Context) error
 	close() error
 }

@@ -3,6 +3,8 @@ package verbs
 import (
 	"context"
 	"sync"
+
+	"xrnic/wire/term"
 )
 
 // QPAttr are the creation attributes of a QP (ibv_qp_init_attr plus the
@@ -78,6 +80,10 @@ func (qp *QP) State() QPState { return qp.q.state() }
 // Err returns the iWARP error (a *term.Error) that moved the QP to error,
 // or nil.
 func (qp *QP) Err() error { return qp.q.err() }
+
+// PeerTerminate returns the Terminate the peer sent, or nil: after an
+// error completion it tells what the peer refused (RFC 5040 §7.1).
+func (qp *QP) PeerTerminate() *term.Error { return qp.q.peerTerminate() }
 
 // ConnInfo returns the negotiated connection parameters (valid once
 // connected).

@@ -35,7 +35,7 @@ import (
 	"time"
 
 	"xrnic/control"
-	"xrnic/internal/engine"
+	"xrnic/verbs"
 	"xrnic/wire/term"
 )
 
@@ -395,9 +395,9 @@ func (c *cli) probe(args []string) error {
 		supported := false
 		var note string
 		switch {
-		case res == engine.ProbeSupported:
+		case res == verbs.ProbeSupported:
 			supported = true
-		case res == engine.ProbeNotSupported:
+		case res == verbs.ProbeNotSupported:
 		case pt != nil && (pt.Layer == term.LayerRDMAP && pt.EType == term.ETypeRDMAPRemoteProtection || pt.Is(term.RDMAPCatastrophicStream)):
 			// The peer parsed the Atomic Request and refused its target:
 			// it implements RFC 7306.
@@ -436,12 +436,12 @@ func (c *cli) atomic(cmd string, args []string) error {
 	if err != nil {
 		return err
 	}
-	wr := engine.SendWR{RemoteSTag: stag, RemoteTO: to}
+	wr := verbs.SendWR{RemoteSTag: stag, RemoteTO: to}
 	if cmd == "fetchadd" {
 		if c.compareMask != "" || c.swapMask != "" {
 			return usagef("fetchadd takes --mask, not --compare-mask/--swap-mask")
 		}
-		wr.Op = engine.OpFetchAdd
+		wr.Op = verbs.OpFetchAdd
 		if wr.CompareAdd, err = parseNum("ADD", args[3]); err != nil {
 			return err
 		}
@@ -454,7 +454,7 @@ func (c *cli) atomic(cmd string, args []string) error {
 		if c.mask != "" {
 			return usagef("cmpswap takes --compare-mask and --swap-mask, not --mask")
 		}
-		wr.Op = engine.OpCmpSwap
+		wr.Op = verbs.OpCmpSwap
 		if wr.CompareAdd, err = parseNum("COMPARE", args[3]); err != nil {
 			return err
 		}
@@ -500,7 +500,7 @@ func (c *cli) read(args []string) error {
 		return usagef("LENGTH: at most 1 GiB")
 	}
 	return c.withSession(args[0], int(n), func(ctx context.Context, s *session) error {
-		wr := engine.SendWR{Op: engine.OpRead, RemoteSTag: stag, RemoteTO: to}
+		wr := verbs.SendWR{Op: verbs.OpRead, RemoteSTag: stag, RemoteTO: to}
 		if n > 0 {
 			wr.SGL = s.sge(0, int(n))
 		}
@@ -535,7 +535,7 @@ func (c *cli) writeCmd(args []string) error {
 	}
 	return c.withSession(args[0], len(data), func(ctx context.Context, s *session) error {
 		copy(s.buf, data)
-		if _, err := s.do(ctx, engine.SendWR{Op: engine.OpWrite, SGL: s.sge(0, len(data)), RemoteSTag: stag, RemoteTO: to}); err != nil {
+		if _, err := s.do(ctx, verbs.SendWR{Op: verbs.OpWrite, SGL: s.sge(0, len(data)), RemoteSTag: stag, RemoteTO: to}); err != nil {
 			return fmt.Errorf("write: %w", err)
 		}
 		return c.done(map[string]any{"written": len(data)}, fmt.Sprintf("wrote %d bytes", len(data)))
@@ -553,7 +553,7 @@ func (c *cli) done(j any, text string) error {
 func (c *cli) send(peer, text string) error {
 	return c.withSession(peer, len(text), func(ctx context.Context, s *session) error {
 		copy(s.buf, text)
-		wr := engine.SendWR{Op: engine.OpSend}
+		wr := verbs.SendWR{Op: verbs.OpSend}
 		if len(text) > 0 {
 			wr.SGL = s.sge(0, len(text))
 		}
@@ -569,10 +569,10 @@ func (c *cli) imm(args []string) error {
 	if err != nil {
 		return err
 	}
-	wr := engine.SendWR{Op: engine.OpImm, Imm: v}
+	wr := verbs.SendWR{Op: verbs.OpImm, Imm: v}
 	var data []byte
 	if c.write != nil {
-		wr.Op = engine.OpWriteImm
+		wr.Op = verbs.OpWriteWithImm
 		if wr.RemoteSTag, wr.RemoteTO, err = c.stagTO(c.write[0], c.write[1]); err != nil {
 			return err
 		}

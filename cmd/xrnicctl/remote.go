@@ -7,9 +7,7 @@ import (
 	"log/slog"
 	"time"
 
-	"xrnic/internal/engine"
-	"xrnic/mem"
-	"xrnic/wire/mpa"
+	"xrnic/verbs"
 	"xrnic/wire/term"
 )
 
@@ -25,17 +23,17 @@ type connOpts struct {
 
 // session is an in-process device with one QP connected to the peer.
 type session struct {
-	dev      *engine.Device
-	scq, rcq *engine.CQ
-	qp       *engine.QP
+	dev      *verbs.Device
+	scq, rcq *verbs.CQ
+	qp       *verbs.QP
 	buf      []byte
-	mr       *mem.MR
+	mr       *verbs.MR
 }
 
 // opError is a failed remote operation: the completion status and the
 // Terminate behind it, in words.
 type opError struct {
-	Status engine.Status
+	Status verbs.Status
 	Term   *term.Error
 	Err    error
 }
@@ -53,7 +51,7 @@ func (e *opError) Error() string {
 // dial opens a device with a local buffer of bufLen bytes and connects a QP
 // to peer (HOST:PORT) as MPA initiator.
 func dial(ctx context.Context, peer string, bufLen int, o connOpts) (*session, error) {
-	cfg := engine.Config{MaxQPs: 1, ConnTimeout: o.Timeout}
+	cfg := verbs.DeviceConfig{MaxQPs: 1, ConnTimeout: o.Timeout}
 	switch o.Transport {
 	case "", "kernel":
 	case "afxdp":
@@ -64,15 +62,12 @@ func dial(ctx context.Context, peer string, bufLen int, o connOpts) (*session, e
 		if o.Iface == "" {
 			return nil, errors.New("--transport afxdp needs --iface")
 		}
-		if err := engine.XDPPrivileges(); err != nil {
-			return nil, err
-		}
-		cfg.Transport = engine.TransportAFXDP
-		cfg.XDP = engine.XDPConfig{Iface: o.Iface, Logger: slog.New(slog.DiscardHandler)}
+		cfg.Transport = "afxdp"
+		cfg.XDP = verbs.XDPConfig{Iface: o.Iface, Logger: slog.New(slog.DiscardHandler)}
 	default:
 		return nil, fmt.Errorf("--transport %q: want kernel or afxdp", o.Transport)
 	}
-	dev, err := engine.Open(cfg)
+	dev, err := verbs.Open(cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -81,60 +76,50 @@ func dial(ctx context.Context, peer string, bufLen int, o connOpts) (*session, e
 		dev.Close()
 		return nil, err
 	}
-	pd := dev.AllocPD()
+	pd, err := dev.AllocPD()
+	if err != nil {
+		return fail(err)
+	}
 	if s.scq, err = dev.CreateCQ(8); err != nil {
 		return fail(err)
 	}
 	if s.rcq, err = dev.CreateCQ(4); err != nil {
 		return fail(err)
 	}
-	if s.qp, err = dev.CreateQP(engine.QPAttr{PD: pd, SendCQ: s.scq, RecvCQ: s.rcq, SQDepth: 8, RQDepth: 4, MaxSGE: 1}); err != nil {
+	if s.qp, err = pd.CreateQP(verbs.QPAttr{SendCQ: s.scq, RecvCQ: s.rcq, SQDepth: 8, RQDepth: 4, MaxSGE: 1}); err != nil {
 		return fail(err)
 	}
 	s.buf = make([]byte, max(bufLen, 8))
-	if s.mr, err = dev.RegMR(s.buf, mem.MROptions{PD: pd, Access: mem.LocalWrite, TO: mem.TOZeroBased}); err != nil {
+	if s.mr, err = pd.RegMR(s.buf, verbs.AccessLocalWrite|verbs.AccessZeroBased); err != nil {
 		return fail(err)
 	}
-	p := engine.ConnParams{Rev: uint8(o.MPARev), NoCRC: o.NoCRC, PeerToPeer: o.PeerToPeer}
-	if o.PeerToPeer {
-		p.RTR = mpa.RTRAll
-	}
-	if err := s.qp.Connect(ctx, peer, p); err != nil {
+	p := verbs.ConnParam{MPARev: uint8(o.MPARev), NoCRC: o.NoCRC, PeerToPeer: o.PeerToPeer}
+	if err := s.qp.Dial(ctx, peer, p); err != nil {
 		return fail(fmt.Errorf("connect to %s: %w", peer, err))
 	}
 	return s, nil
 }
 
-func (s *session) sge(off, n int) []engine.SGE {
-	return []engine.SGE{{Addr: uint64(off), Length: uint32(n), LKey: s.mr.STag()}}
+func (s *session) sge(off, n int) []verbs.SGE {
+	return []verbs.SGE{s.mr.SGE(off, n)}
 }
 
-// do posts one signalled work request and waits for its completion.
-func (s *session) do(ctx context.Context, wr engine.SendWR) (engine.Completion, error) {
-	wr.Flags |= engine.FlagSignaled
-	if err := s.qp.PostSend(&wr); err != nil {
-		return engine.Completion{}, err
+// do runs one work request (verbs.QP.Exec) and, on an error status, names
+// the Terminate behind it.
+func (s *session) do(ctx context.Context, wr verbs.SendWR) (verbs.Completion, error) {
+	c, err := s.qp.Exec(ctx, &wr)
+	var wce *verbs.WCError
+	if !errors.As(err, &wce) {
+		return c, err
 	}
-	wc := make([]engine.Completion, 1)
-	for {
-		if s.scq.Poll(wc) == 1 {
-			c := wc[0]
-			if c.Status != engine.StatusSuccess {
-				te, _ := c.Err.(*term.Error)
-				if te == nil {
-					te = s.qp.PeerTerminate()
-				}
-				if te == nil {
-					te = s.qp.Err()
-				}
-				return c, &opError{Status: c.Status, Term: te, Err: c.Err}
-			}
-			return c, nil
-		}
-		if err := s.scq.Wait(ctx); err != nil {
-			return engine.Completion{}, fmt.Errorf("waiting for the completion: %w", err)
-		}
+	te, _ := wce.Err.(*term.Error)
+	if te == nil {
+		te = s.qp.PeerTerminate()
 	}
+	if te == nil {
+		te, _ = s.qp.Err().(*term.Error)
+	}
+	return c, &opError{Status: wce.Status, Term: te, Err: wce.Err}
 }
 
 // close disconnects (a FIN after draining) and destroys the device.

@@ -18,6 +18,8 @@ import (
 	"xrnic/control"
 	"xrnic/internal/engine"
 	"xrnic/mem"
+	"xrnic/transport/afxdp"
+	"xrnic/transport/kernel"
 	"xrnic/wire/term"
 )
 
@@ -56,14 +58,14 @@ func chooseTransport(c *config) (transport, reason string, auto bool, err error)
 // afxdpAllowed checks the privileges and the locked-memory limit the afxdp
 // transport needs.
 func afxdpAllowed(c *config) error {
-	if err := engine.XDPPrivileges(); err != nil {
+	if err := afxdp.Privileges(); err != nil {
 		return err
 	}
-	return engine.XDPMemlock(xdpConfig(c, nil))
+	return afxdp.Memlock(xdpConfig(c, nil))
 }
 
-func xdpConfig(c *config, log *slog.Logger) engine.XDPConfig {
-	return engine.XDPConfig{Iface: c.Iface, Queues: c.Queues, Mode: c.XDPMode, Logger: log}
+func xdpConfig(c *config, log *slog.Logger) afxdp.Config {
+	return afxdp.Config{Iface: c.Iface, Queues: c.Queues, Mode: c.XDPMode, Logger: log}
 }
 
 type region struct {
@@ -81,7 +83,7 @@ type daemon struct {
 	state *control.State
 
 	regions []region
-	ln      net.Listener       // kernel transport
+	ln      net.Listener     // kernel transport
 	xln     *engine.Listener // afxdp transport
 	httpSrv *http.Server
 	httpLn  net.Listener
@@ -122,13 +124,17 @@ func start(cfg config, log *slog.Logger) (d *daemon, err error) {
 	}()
 	dc := engine.Config{MaxQPs: cfg.MaxQPs, MaxORD: cfg.MaxORD, MaxIRD: cfg.MaxIRD, ConnTimeout: cfg.ConnTimeout}
 	if transport == "afxdp" {
-		dc.Transport = engine.TransportAFXDP
-		dc.XDP = xdpConfig(&cfg, log)
-		d.dev, err = engine.Open(dc)
+		var tr *afxdp.Transport
+		if tr, err = afxdp.Open(xdpConfig(&cfg, log)); err == nil {
+			dc.Transport = tr
+			if d.dev, err = engine.Open(dc); err != nil {
+				tr.Close()
+			}
+		}
 		if err != nil && auto {
 			log.Warn("afxdp unavailable; falling back to the kernel transport (--transport afxdp makes this fatal)", "iface", cfg.Iface, "err", err)
 			transport, reason = "kernel", "afxdp chosen for --iface "+cfg.Iface+" but it failed: "+err.Error()
-			dc.Transport, dc.XDP = "", engine.XDPConfig{}
+			dc.Transport = nil
 		} else if err != nil {
 			return d, fmt.Errorf("open the afxdp device on %s: %w (check `ip link show %s` for another XDP program; try --xdp-mode generic; or run with --transport kernel)", cfg.Iface, err, cfg.Iface)
 		}
@@ -139,7 +145,8 @@ func start(cfg config, log *slog.Logger) (d *daemon, err error) {
 			return d, fmt.Errorf("open device: %w", err)
 		}
 	}
-	if xi, ok := d.dev.XDPInfo(); ok {
+	if x, ok := d.dev.Transport().(*afxdp.Transport); ok {
+		xi := x.Info()
 		log.Info("XDP attached", "iface", cfg.Iface, "ifindex", xi.Ifindex, "mode", xi.Mode, "mode_reason", xi.Reason,
 			"zero_copy", xi.ZeroCopy, "queues", xi.Queues, "addr", xi.Addr.String(), "mtu", xi.MTU, "replaced", xi.Replaced)
 	}
@@ -185,7 +192,7 @@ func start(cfg config, log *slog.Logger) (d *daemon, err error) {
 			return d, startError("--metrics "+cfg.Metrics, err)
 		}
 		d.state.Metrics = d.httpLn.Addr().String()
-		tcpSrc, xdpSrc := control.DeviceSources(d.dev, cfg.Iface)
+		tcpSrc, xdpSrc := control.TransportSources(d.dev.Transport(), cfg.Iface)
 		reg := control.NewRegistry(d.state, control.Options{TCP: tcpSrc, XDP: xdpSrc})
 		d.httpSrv = &http.Server{Handler: control.HTTPHandler(d.state, reg), ReadHeaderTimeout: 5 * time.Second}
 		go d.httpSrv.Serve(d.httpLn)
@@ -362,7 +369,7 @@ func (d *daemon) runConn(tc *net.TCPConn) {
 	defer d.wg.Done()
 	peer := tc.RemoteAddr().String()
 	log := d.log.With("peer", peer)
-	req, err := d.dev.ReadConnRequest(d.ctx, engine.NewTCPLLP(tc))
+	req, err := d.dev.ReadConnRequest(d.ctx, kernel.NewConn(tc))
 	if err != nil {
 		o := control.MPAMalformed
 		if setupOutcome(err) == control.MPATimeout {

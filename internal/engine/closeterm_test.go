@@ -1,4 +1,4 @@
-package datapath
+package engine
 
 import (
 	"bytes"
@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"xrnic/datapath/datapathtest"
+	"xrnic/internal/engine/enginetest"
 	"xrnic/wire/rdmap"
 	"xrnic/wire/term"
 )
@@ -15,7 +15,7 @@ import (
 // closeAfterError makes the engine's QP s fail on a Send with the wrong
 // MSN from the raw peer p, closes the QP the moment it is in error, and checks that p still
 // receives exactly the Terminate, then the end of the stream.
-func closeAfterError(t *testing.T, s *side, p *datapathtest.Peer) {
+func closeAfterError(t *testing.T, s *side, p *enginetest.Peer) {
 	t.Helper()
 	seg := make([]byte, 18+1)
 	rdmap.PutSend(seg, rdmap.OpSend, 0, 7, 0, true, 1) // MSN 7, expected 1
@@ -57,7 +57,7 @@ func closeAfterError(t *testing.T, s *side, p *datapathtest.Peer) {
 // timing dependent.
 func TestCloseRightAfterErrorSendsTerminate(t *testing.T) {
 	for i := range 40 {
-		s, p := rawPair(t, datapathtest.Options{})
+		s, p := rawPair(t, enginetest.Options{})
 		closeAfterError(t, s, p)
 		if t.Failed() {
 			t.Fatalf("iteration %d", i)
@@ -70,7 +70,7 @@ func TestCloseRightAfterErrorSendsTerminate(t *testing.T) {
 // the raw peer dials it over kernel TCP from namespace B.
 func TestIntegrationXDPCloseRightAfterError(t *testing.T) {
 	e := newXDPEnv(t, 0, true)
-	a := e.open(t, e.nsA, e.devA, TransportAFXDP)
+	a := e.open(t, e.nsA, e.devA, trAFXDP)
 	var ln *Listener
 	if err := e.in(t, e.nsA, func() (err error) {
 		ln, err = a.Listen("tcp", netip.AddrPortFrom(xdpIPA, 0).String())
@@ -91,9 +91,9 @@ func TestIntegrationXDPCloseRightAfterError(t *testing.T) {
 			}
 			errc <- err
 		}()
-		var p *datapathtest.Peer
+		var p *enginetest.Peer
 		if err := e.in(t, e.nsB, func() (err error) {
-			p, err = datapathtest.Dial(ctx, ln.Addr().String(), datapathtest.Options{})
+			p, err = enginetest.Dial(ctx, ln.Addr().String(), enginetest.Options{})
 			return err
 		}); err != nil {
 			cancel()

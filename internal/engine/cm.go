@@ -1,4 +1,4 @@
-package datapath
+package engine
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"xrnic/mem"
+	"xrnic/transport"
 	"xrnic/wire/mpa"
 	"xrnic/wire/term"
 )
@@ -187,24 +188,13 @@ func sendSetupTerminate(llp LLP, e *term.Error, crc, markers bool) {
 	llp.CloseWrite()
 }
 
-// Connect dials addr over kernel TCP and connects the QP as MPA initiator.
+// Connect dials addr through the device's transport and connects the QP
+// as MPA initiator.
 func (qp *QP) Connect(ctx context.Context, addr string, p ConnParams) error {
 	if err := qp.begin(); err != nil {
 		return err
 	}
-	if x := qp.dev.xdp; x != nil {
-		llp, err := x.dial(ctx, addr)
-		if err != nil {
-			qp.mu.Lock()
-			qp.state = QPError
-			qp.flushLocked()
-			qp.mu.Unlock()
-			return &ConnError{"dial", err}
-		}
-		return qp.connect(ctx, llp, p)
-	}
-	var d net.Dialer
-	c, err := d.DialContext(ctx, "tcp", addr)
+	llp, err := qp.dev.tr.Dial(ctx, addr)
 	if err != nil {
 		qp.mu.Lock()
 		qp.state = QPError
@@ -212,7 +202,7 @@ func (qp *QP) Connect(ctx context.Context, addr string, p ConnParams) error {
 		qp.mu.Unlock()
 		return &ConnError{"dial", err}
 	}
-	return qp.connect(ctx, NewTCPLLP(c.(*net.TCPConn)), p)
+	return qp.connect(ctx, llp, p)
 }
 
 // ConnectLLP connects the QP as MPA initiator over an established LLP (the
@@ -323,8 +313,9 @@ func (qp *QP) establish(llp LLP, info ConnInfo, rtr mpa.RTR) error {
 		qp.rxAwaitRTR = info.PeerToPeer
 	}
 	qp.state = QPRTS
-	if il, ok := llp.(inlineLLP); ok {
-		qp.txKick = il.startInline(qp)
+	if il, ok := llp.(transport.InlineConn); ok {
+		qp.fpduEnds = make([]int, 0, 64)
+		qp.txKick = il.StartInline(qp.txStep)
 	}
 	qp.txStarted = true
 	qp.wg.Add(1)
@@ -375,39 +366,30 @@ func (qp *QP) disconnect(deadline time.Time) {
 	cancel()
 }
 
-// Listener accepts MPA connection requests on a kernel TCP socket.
+// Listener accepts MPA connection requests on a listener of the device's
+// transport.
 type Listener struct {
 	dev *Device
-	ln  *net.TCPListener
-	x   *xdpListener // afxdp transport (ln is nil)
+	ln  transport.Listener
 
-	mu     sync.Mutex
-	closed bool
+	mu sync.Mutex
 	// Malformed counts connections dropped for a bad Request (closed
 	// without a Reply, RFC 5044 §7.1.2).
 	malformed int
 }
 
-// Listen opens a TCP listener (network "tcp", "tcp4" or "tcp6").
+// Listen listens through the device's transport (network "tcp", "tcp4"
+// or "tcp6"; the afxdp transport is IPv4 only).
 func (d *Device) Listen(network, addr string) (*Listener, error) {
-	var l *Listener
-	if d.xdp != nil {
-		x, err := d.xdp.listen(network, addr)
-		if err != nil {
-			return nil, err
-		}
-		l = &Listener{dev: d, x: x}
-	} else {
-		ln, err := net.Listen(network, addr)
-		if err != nil {
-			return nil, err
-		}
-		l = &Listener{dev: d, ln: ln.(*net.TCPListener)}
+	ln, err := d.tr.Listen(network, addr)
+	if err != nil {
+		return nil, err
 	}
+	l := &Listener{dev: d, ln: ln}
 	d.mu.Lock()
 	if d.closed {
 		d.mu.Unlock()
-		l.closeLLP()
+		ln.Close()
 		return nil, ErrClosed
 	}
 	d.lns[l] = struct{}{}
@@ -416,25 +398,13 @@ func (d *Device) Listen(network, addr string) (*Listener, error) {
 }
 
 // Addr returns the listening address.
-func (l *Listener) Addr() net.Addr {
-	if l.x != nil {
-		return l.x.addr()
-	}
-	return l.ln.Addr()
-}
+func (l *Listener) Addr() net.Addr { return l.ln.Addr() }
 
 // Close stops listening.
 func (l *Listener) Close() error {
 	l.dev.mu.Lock()
 	delete(l.dev.lns, l)
 	l.dev.mu.Unlock()
-	return l.closeLLP()
-}
-
-func (l *Listener) closeLLP() error {
-	if l.x != nil {
-		return l.x.close()
-	}
 	return l.ln.Close()
 }
 
@@ -450,36 +420,11 @@ func (l *Listener) Malformed() int {
 // length) or none within the timeout are closed and skipped.
 func (l *Listener) Accept(ctx context.Context) (*ConnRequest, error) {
 	for {
-		if l.x != nil {
-			llp, err := l.x.accept(ctx)
-			if err != nil {
-				return nil, err
-			}
-			req, err := l.dev.ReadConnRequest(ctx, llp)
-			if err != nil {
-				if ctx.Err() != nil {
-					return nil, ctx.Err()
-				}
-				l.mu.Lock()
-				l.malformed++
-				l.mu.Unlock()
-				continue
-			}
-			return req, nil
-		}
-		stop := context.AfterFunc(ctx, func() { l.ln.SetDeadline(time.Unix(1, 0)) })
-		c, err := l.ln.AcceptTCP()
-		if !stop() && ctx.Err() != nil {
-			if c != nil {
-				c.Close()
-			}
-			l.ln.SetDeadline(time.Time{})
-			return nil, ctx.Err()
-		}
+		llp, err := l.ln.Accept(ctx)
 		if err != nil {
 			return nil, err
 		}
-		req, err := l.dev.ReadConnRequest(ctx, NewTCPLLP(c))
+		req, err := l.dev.ReadConnRequest(ctx, llp)
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil, ctx.Err()
@@ -618,11 +563,7 @@ func (r *ConnRequest) Reject(privateData []byte) error {
 // RemoteAddr returns the initiator's address and port (a *net.TCPAddr), or
 // nil when the LLP does not know it.
 func (r *ConnRequest) RemoteAddr() net.Addr {
-	switch l := r.llp.(type) {
-	case *xconn:
-		a := l.flow.RemoteIP
-		return &net.TCPAddr{IP: net.IPv4(a[0], a[1], a[2], a[3]), Port: int(l.flow.RemotePort)}
-	case interface{ RemoteAddr() net.Addr }:
+	if l, ok := r.llp.(interface{ RemoteAddr() net.Addr }); ok {
 		return l.RemoteAddr()
 	}
 	return nil

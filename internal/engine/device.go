@@ -1,4 +1,4 @@
-package datapath
+package engine
 
 import (
 	"errors"
@@ -7,27 +7,14 @@ import (
 
 	"xrnic/atomics"
 	"xrnic/mem"
+	"xrnic/transport"
+	"xrnic/transport/kernel"
 	"xrnic/wire/mpa"
 )
 
-// Control-path errors. Posting errors are sentinels too (no formatting on
-// the hot path).
+// Engine-only errors (the shared ones are package rnic's, wr.go).
 var (
-	ErrClosed        = errors.New("datapath: closed")
-	ErrTooManyQPs    = errors.New("datapath: too many QPs (raise Config.MaxQPs)")
-	ErrCQOverflow    = errors.New("datapath: CQ too small for the queues attached to it (its capacity must cover their depths)")
-	ErrCQBusy        = errors.New("datapath: CQ still has QPs attached")
-	ErrBadAttr       = errors.New("datapath: QP or CQ attribute out of the device limits")
-	ErrQueueFull     = errors.New("datapath: work queue full")
-	ErrCQFull        = errors.New("datapath: completion queue has no room for another outstanding work request (poll it)")
-	ErrInvalidWR     = errors.New("datapath: invalid work request (opcode, SGE count or atomic buffer)")
-	ErrTooLong       = errors.New("datapath: message longer than the device maximum")
-	ErrState         = errors.New("datapath: QP is not in a state that allows this")
-	ErrWrongDevice   = errors.New("datapath: object belongs to another device")
-	ErrNotConnected  = errors.New("datapath: QP not connected")
-	ErrAlreadyInUse  = errors.New("datapath: QP already connected or connecting")
-	ErrNoAtomics     = errors.New("datapath: peer does not support RFC 7306 atomics")
-	ErrUnsupportedRv = errors.New("datapath: unsupported MPA revision (0 = RDMA Consortium)")
+	ErrUnsupportedRv = errors.New("engine: unsupported MPA revision (0 = RDMA Consortium)")
 )
 
 // Config holds the device limits and connection defaults. Zero fields take
@@ -46,13 +33,11 @@ type Config struct {
 	// a close (10 s).
 	ConnTimeout time.Duration
 
-	// Transport selects the LLP of Connect and Listen: "kernel" (the
-	// default: kernel TCP sockets, no privileges) or "afxdp" (the
-	// user-space TCP over AF_XDP sockets on XDP.Iface; root or
-	// CAP_NET_ADMIN+CAP_BPF, see xdp.go).
-	Transport string
-	// XDP configures the "afxdp" transport.
-	XDP XDPConfig
+	// Transport is what Connect dials and Listen listens on; the device
+	// owns it and closes it with itself. nil is kernel TCP sockets
+	// (transport/kernel: no privileges); transport/afxdp is the
+	// user-space TCP over AF_XDP sockets.
+	Transport transport.Transport
 }
 
 func (c *Config) setDefaults() {
@@ -85,6 +70,7 @@ func (c *Config) setDefaults() {
 // Attributes describe a device (ibv_device_attr plus the iWARP specifics).
 type Attributes struct {
 	Transport  string // "iWARP"
+	LLP        string // the transport's name: "kernel", "afxdp"
 	MPARev     uint8  // default MPA revision of Connect (2: RFC 6581)
 	CRC        bool   // CRC on by default (RFC 5044 §4.4)
 	Markers    bool   // markers can be generated and accepted
@@ -116,7 +102,7 @@ type Device struct {
 	cqs    map[*CQ]struct{}
 	lns    map[*Listener]struct{}
 
-	xdp *xdpDevice // the afxdp transport, nil over kernel TCP
+	tr transport.Transport
 }
 
 // Open returns a new device.
@@ -127,14 +113,9 @@ func Open(cfg Config) (*Device, error) {
 		return nil, err
 	}
 	d := &Device{cfg: cfg, table: t, qps: map[uint32]*QP{}, cqs: map[*CQ]struct{}{}, lns: map[*Listener]struct{}{}}
-	switch cfg.Transport {
-	case "", TransportKernel:
-	case TransportAFXDP:
-		if d.xdp, err = openXDP(d, cfg.XDP); err != nil {
-			return nil, err
-		}
-	default:
-		return nil, ErrTransport
+	d.tr = cfg.Transport
+	if d.tr == nil {
+		d.tr = kernel.New()
 	}
 	return d, nil
 }
@@ -143,7 +124,7 @@ func Open(cfg Config) (*Device, error) {
 func (d *Device) Attributes() Attributes {
 	c := d.cfg
 	return Attributes{
-		Transport: "iWARP", MPARev: mpa.Rev2, CRC: true, Markers: true,
+		Transport: "iWARP", LLP: d.tr.Name(), MPARev: mpa.Rev2, CRC: true, Markers: true,
 		MaxQPs: c.MaxQPs, MaxWR: c.MaxWR, MaxSGE: c.MaxSGE, MaxCQE: c.MaxCQE, MaxMR: c.MaxMR,
 		MaxORD: c.MaxORD, MaxIRD: c.MaxIRD, MaxMsgSize: c.MaxMsgSize,
 		AtomicScope: atomics.Supported, MaskedAtomics: true,
@@ -192,8 +173,8 @@ func (d *Device) Close() error {
 	for _, q := range qps {
 		q.Close()
 	}
-	if d.xdp != nil {
-		return d.xdp.close()
-	}
-	return nil
+	return d.tr.Close()
 }
+
+// Transport returns the device's transport.
+func (d *Device) Transport() transport.Transport { return d.tr }

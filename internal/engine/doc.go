@@ -116,4 +116,4 @@
 // Not yet: local invalidation does not wait for windows in use
 // (mem.Table.Synchronize) because tx holds a reader section; Accept serves
 // one pending handshake at a time.
-package datapath
+package engine

@@ -1,4 +1,4 @@
-package datapath
+package engine
 
 import (
 	"bytes"

@@ -1,4 +1,4 @@
-package datapath
+package engine
 
 import (
 	"bytes"
@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"xrnic/datapath/datapathtest"
+	"xrnic/internal/engine/enginetest"
 	"xrnic/mem"
 	"xrnic/wire/ddp"
 	"xrnic/wire/rdmap"
@@ -23,7 +23,7 @@ import (
 
 // rawPair connects a raw peer (initiator) to an engine QP (responder) with
 // two receives posted.
-func rawPair(t *testing.T, o datapathtest.Options) (*side, *datapathtest.Peer) {
+func rawPair(t *testing.T, o enginetest.Options) (*side, *enginetest.Peer) {
 	t.Helper()
 	s := newSide(t, 1<<16, QPAttr{})
 	mustRecv(t, s.qp, RecvWR{ID: 1, SGL: []SGE{s.sge(0, 64)}})
@@ -43,7 +43,7 @@ func rawPair(t *testing.T, o datapathtest.Options) (*side, *datapathtest.Peer) {
 		}
 		errc <- err
 	}()
-	p, err := datapathtest.Dial(ctx, ln.Addr().String(), o)
+	p, err := enginetest.Dial(ctx, ln.Addr().String(), o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -138,7 +138,7 @@ func TestNegativeRawPeer(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			s, p := rawPair(t, datapathtest.Options{})
+			s, p := rawPair(t, enginetest.Options{})
 			seg, badCRC := tc.build(s)
 			fpdu := p.FPDU(seg)
 			if badCRC {
@@ -197,7 +197,7 @@ func TestProbeAtomics(t *testing.T) {
 	// A peer that knows no extensions (like siw): our QP is the responder
 	// of a raw initiator that answers the Atomic Request with Terminate
 	// RDMAP/0x2/0x06.
-	s2, p := rawPair(t, datapathtest.Options{})
+	s2, p := rawPair(t, enginetest.Options{})
 	zw := make([]byte, 14)
 	rdmap.PutWrite(zw, 1, 0, true, 0)
 	if err := p.Send(zw); err != nil { // first FPDU: lets the responder send
@@ -632,10 +632,10 @@ func cmpSwap(stag uint32, to uint64) rdmap.AtomicParams {
 type negCase struct {
 	name string
 	cfg  *srvCfg // nil: 2 receives and a pending Send
-	opts datapathtest.Options
+	opts enginetest.Options
 	// prelude runs after the connection is up and before the crafted
 	// segment (its segments are valid).
-	prelude func(t *testing.T, s *negServer, p *datapathtest.Peer)
+	prelude func(t *testing.T, s *negServer, p *enginetest.Peer)
 	seg     func(s *negServer) []byte
 	badCRC  bool
 	want    expTerm
@@ -657,7 +657,7 @@ func negCases() []negCase {
 		// MPA (RFC 5044 §4.4, §8): CRC mismatch 2/0/0x02, no headers.
 		{name: "bad CRC", seg: func(*negServer) []byte { return segSend(rdmap.OpSend, 0, 1, 0, true, 5) }, badCRC: true,
 			want: expTerm{2, 0, 0x02, hdrNone, false}},
-		{name: "bad CRC with markers", opts: datapathtest.Options{Markers: true}, seg: func(*negServer) []byte { return segSend(rdmap.OpSend, 0, 1, 0, true, 600) }, badCRC: true,
+		{name: "bad CRC with markers", opts: enginetest.Options{Markers: true}, seg: func(*negServer) []byte { return segSend(rdmap.OpSend, 0, 1, 0, true, 600) }, badCRC: true,
 			want: expTerm{2, 0, 0x02, hdrNone, false}},
 
 		// DDP version (RFC 5041 §7.2: tagged 1/1/0x04, untagged 1/2/0x06).
@@ -842,8 +842,8 @@ func negCases() []negCase {
 		{name: "IRD 0 exceeded", cfg: &srvCfg{recvs: negRecvCount, postSend: true, cp: ConnParams{IRD: -1}},
 			seg:  func(s *negServer) []byte { return segRead(1, rd(s.main.STag(), mainTO(s, 0), 8)) },
 			want: expTerm{0, 2, 0x07, hdrUntagged, false}},
-		{name: "IRD 1 exceeded", cfg: &srvCfg{recvs: negRecvCount, attr: QPAttr{MaxIRD: 1}}, opts: datapathtest.Options{RcvBuf: 256 << 10},
-			prelude: func(t *testing.T, s *negServer, p *datapathtest.Peer) {
+		{name: "IRD 1 exceeded", cfg: &srvCfg{recvs: negRecvCount, attr: QPAttr{MaxIRD: 1}}, opts: enginetest.Options{RcvBuf: 256 << 10},
+			prelude: func(t *testing.T, s *negServer, p *enginetest.Peer) {
 				// A Read the peer does not drain stays in progress: it is
 				// larger than both socket buffers can hold (bigReadLen).
 				if err := p.Send(segRead(1, rdmap.ReadParams{SinkSTag: 0x77, Size: uint32(s.big.Len()), SrcSTag: s.big.STag(), SrcTO: s.big.BaseTO()})); err != nil {
@@ -907,7 +907,7 @@ func runNegCase(t *testing.T, s *negServer, tc negCase) {
 	before := s.sums()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	p, err := datapathtest.Dial(ctx, s.ln.Addr().String(), tc.opts)
+	p, err := enginetest.Dial(ctx, s.ln.Addr().String(), tc.opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -1008,23 +1008,23 @@ func runFrameCases(t *testing.T, s *negServer) {
 		name  string
 		frame []byte
 	}{
-		{"bad key", datapathtest.RawFrame("MPA ID Req Framf", 0x40, 1, 0, nil)},
-		{"Reply key in a Request", datapathtest.RawFrame("MPA ID Rep Frame", 0x40, 1, 0, nil)},
-		{"key all zero", datapathtest.RawFrame("", 0x40, 1, 0, nil)},
-		{"revision 0", datapathtest.RawFrame("MPA ID Req Frame", 0x40, 0, 0, nil)},
-		{"revision 3", datapathtest.RawFrame("MPA ID Req Frame", 0x40, 3, 0, nil)},
-		{"revision 255", datapathtest.RawFrame("MPA ID Req Frame", 0x50, 255, 4, rev2(0))},
-		{"private data 513 (Rev 1)", datapathtest.RawFrame("MPA ID Req Frame", 0x40, 1, 513, pd(513))},
-		{"PD_Length 0xFFFF (Rev 1)", datapathtest.RawFrame("MPA ID Req Frame", 0x40, 1, 0xFFFF, pd(600))},
-		{"private data 509+4 (Rev 2)", datapathtest.RawFrame("MPA ID Req Frame", 0x50, 2, 513, rev2(509))},
-		{"Rev 2 without the enhanced word", datapathtest.RawFrame("MPA ID Req Frame", 0x50, 2, 2, pd(2))},
+		{"bad key", enginetest.RawFrame("MPA ID Req Framf", 0x40, 1, 0, nil)},
+		{"Reply key in a Request", enginetest.RawFrame("MPA ID Rep Frame", 0x40, 1, 0, nil)},
+		{"key all zero", enginetest.RawFrame("", 0x40, 1, 0, nil)},
+		{"revision 0", enginetest.RawFrame("MPA ID Req Frame", 0x40, 0, 0, nil)},
+		{"revision 3", enginetest.RawFrame("MPA ID Req Frame", 0x40, 3, 0, nil)},
+		{"revision 255", enginetest.RawFrame("MPA ID Req Frame", 0x50, 255, 4, rev2(0))},
+		{"private data 513 (Rev 1)", enginetest.RawFrame("MPA ID Req Frame", 0x40, 1, 513, pd(513))},
+		{"PD_Length 0xFFFF (Rev 1)", enginetest.RawFrame("MPA ID Req Frame", 0x40, 1, 0xFFFF, pd(600))},
+		{"private data 509+4 (Rev 2)", enginetest.RawFrame("MPA ID Req Frame", 0x50, 2, 513, rev2(509))},
+		{"Rev 2 without the enhanced word", enginetest.RawFrame("MPA ID Req Frame", 0x50, 2, 2, pd(2))},
 	}
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			m0 := s.ln.Malformed()
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
-			got, err := datapathtest.ExpectDropped(ctx, s.ln.Addr().String(), tc.frame, 8*time.Second)
+			got, err := enginetest.ExpectDropped(ctx, s.ln.Addr().String(), tc.frame, 8*time.Second)
 			if err != nil {
 				t.Fatalf("not dropped: %v (got %q)", err, got)
 			}
@@ -1048,7 +1048,7 @@ func runZeroLength(t *testing.T, s *negServer) {
 	before := s.sums()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	p, err := datapathtest.Dial(ctx, s.ln.Addr().String(), datapathtest.Options{})
+	p, err := enginetest.Dial(ctx, s.ln.Addr().String(), enginetest.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package datapath
+package engine
 
 import (
 	"bytes"
@@ -24,7 +24,7 @@ func exercise(t *testing.T, c, s *side) {
 	mustRecv(t, s.qp, RecvWR{ID: 1, SGL: []SGE{s.sge(0, n)}})
 	mustRecv(t, s.qp, RecvWR{ID: 2, SGL: []SGE{s.sge(n, 100)}})
 	mustPost(t, c.qp, SendWR{ID: 10, Op: OpSend, SGL: []SGE{c.sge(0, n)}})
-	mustPost(t, c.qp, SendWR{ID: 11, Op: OpSendSE, Flags: FlagSignaled, SGL: []SGE{c.sge(0, 5)}})
+	mustPost(t, c.qp, SendWR{ID: 11, Op: OpSend, Flags: FlagSignaled | FlagSolicited, SGL: []SGE{c.sge(0, 5)}})
 	rc := poll(t, s.rcq, 2)
 	if rc[0].ID != 1 || rc[0].ByteLen != uint32(n) || rc[1].ID != 2 || rc[1].ByteLen != 5 || rc[1].Flags&WCSolicited == 0 || rc[0].Flags&WCSolicited != 0 {
 		t.Fatalf("recv completions %+v", rc)
@@ -277,8 +277,8 @@ func TestImmediateAndWriteImm(t *testing.T) {
 	n := 1 << 20
 	fill(c.buf[:n], 42)
 	mustPost(t, c.qp, SendWR{ID: 1, Op: OpImm, Imm: 0x0102030405060708})
-	mustPost(t, c.qp, SendWR{ID: 2, Op: OpWriteImm, SGL: []SGE{c.sge(0, n)}, RemoteSTag: s.mr.STag(), RemoteTO: s.to(4096), Imm: 77})
-	mustPost(t, c.qp, SendWR{ID: 3, Op: OpImmSE, Flags: FlagSignaled, Imm: 99})
+	mustPost(t, c.qp, SendWR{ID: 2, Op: OpWriteWithImm, SGL: []SGE{c.sge(0, n)}, RemoteSTag: s.mr.STag(), RemoteTO: s.to(4096), Imm: 77})
+	mustPost(t, c.qp, SendWR{ID: 3, Op: OpImm, Flags: FlagSignaled | FlagSolicited, Imm: 99})
 	rc := poll(t, s.rcq, 1)
 	if rc[0].Op != OpRecvImm || rc[0].Imm != 0x0102030405060708 || rc[0].Flags&WCWithImm == 0 || rc[0].ByteLen != 8 {
 		t.Fatalf("imm %+v", rc[0])
@@ -309,7 +309,7 @@ func TestSendInvalidateThenWrite(t *testing.T) {
 	mustRecv(t, s.qp, RecvWR{ID: 1, SGL: []SGE{s.sge(0, 64)}})
 	mustRecv(t, s.qp, RecvWR{ID: 2, SGL: []SGE{s.sge(64, 64)}})
 	mustPost(t, c.qp, SendWR{ID: 1, Op: OpWrite, SGL: []SGE{c.sge(0, 100)}, RemoteSTag: mr2.STag(), RemoteTO: mr2.BaseTO()})
-	mustPost(t, c.qp, SendWR{ID: 2, Op: OpSendSEInv, SGL: []SGE{c.sge(0, 10)}, InvalidateSTag: mr2.STag()})
+	mustPost(t, c.qp, SendWR{ID: 2, Op: OpSendWithInv, Flags: FlagSolicited, SGL: []SGE{c.sge(0, 10)}, InvalidateSTag: mr2.STag()})
 	rc := poll(t, s.rcq, 1)[0]
 	if rc.Flags&WCWithInv == 0 || rc.InvalidatedSTag != mr2.STag() || rc.Flags&WCSolicited == 0 {
 		t.Fatalf("recv %+v", rc)

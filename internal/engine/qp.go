@@ -1,4 +1,4 @@
-package datapath
+package engine
 
 import (
 	"sync"
@@ -9,27 +9,6 @@ import (
 	"xrnic/wire/mpa"
 	"xrnic/wire/term"
 )
-
-// QPState is the state of a QP.
-type QPState uint8
-
-const (
-	QPInit       QPState = iota // created; receives and sends may be posted
-	QPConnecting                // MPA exchange in progress
-	QPRTS                       // connected, ready to send
-	QPClosing                   // orderly close in progress: posting refused
-	QPError                     // error: outstanding WRs flushed, new ones complete flushed
-	QPClosed                    // destroyed
-)
-
-var qpStateNames = [...]string{"INIT", "CONNECTING", "RTS", "CLOSING", "ERROR", "CLOSED"}
-
-func (s QPState) String() string {
-	if int(s) < len(qpStateNames) {
-		return qpStateNames[s]
-	}
-	return "QPState(?)"
-}
 
 // QPAttr are the creation attributes of a QP (ibv_qp_init_attr).
 type QPAttr struct {
@@ -60,7 +39,7 @@ type sqEntry struct {
 	nsge    int
 	length  uint64
 	state   uint8
-	stage   uint8 // OpWriteImm: 0 Write, 1 Immediate
+	stage   uint8 // OpWriteWithImm: 0 Write, 1 Immediate
 	sig     bool
 	intern  uint8 // internalNone, internalRTR, internalProbe
 	off     uint64
@@ -180,7 +159,10 @@ type QP struct {
 	txEndSet bool // owned by runTx
 	wg       sync.WaitGroup
 	closing  atomic.Bool
-	// txKick, when set (an inline LLP, poll.go), asks the LLP's owner
+	// fpduEnds, with an inline LLP, records where each FPDU that seal
+	// framed into txbuf ends, so txStep hands them over one at a time.
+	fpduEnds []int
+	// txKick, when set (an inline LLP, inline.go), asks the LLP's owner
 	// goroutine to run txStep instead of ringing the doorbell; runTx then
 	// only handles the end of the stream.
 	txKick func()
@@ -333,7 +315,7 @@ func (qp *QP) PostSend(wr *SendWR) error {
 		length += uint64(wr.SGL[i].Length)
 	}
 	switch wr.Op {
-	case OpSend, OpSendSE, OpSendInv, OpSendSEInv, OpWrite, OpWriteImm:
+	case OpSend, OpSendWithInv, OpWrite, OpWriteWithImm:
 	case OpRead:
 		if len(wr.SGL) > 1 {
 			return ErrInvalidWR
@@ -342,12 +324,16 @@ func (qp *QP) PostSend(wr *SendWR) error {
 		if len(wr.SGL) != 1 || wr.SGL[0].Length != 8 {
 			return ErrInvalidWR
 		}
-	case OpImm, OpImmSE, OpLocalInv:
+	case OpImm, OpLocalInv:
 		if len(wr.SGL) != 0 {
 			return ErrInvalidWR
 		}
 	default:
 		return ErrInvalidWR
+	}
+	if wr.Flags&^(FlagSignaled|FlagSolicited|FlagFence) != 0 ||
+		wr.Flags&FlagSolicited != 0 && wr.Op != OpSend && wr.Op != OpSendWithInv && wr.Op != OpImm {
+		return ErrInvalidWR // the Solicited Event flag exists on Sends and Immediate Data only
 	}
 	if length > uint64(qp.dev.cfg.MaxMsgSize) {
 		return ErrTooLong

@@ -1,4 +1,4 @@
-package datapath
+package engine
 
 import (
 	"encoding/binary"
@@ -511,7 +511,7 @@ func (qp *QP) termTarget(hdr []byte) *sqEntry {
 		stag := binary.BigEndian.Uint32(hdr[2:6])
 		for s := qp.sqHead; s != qp.sqTail; s++ {
 			e, _ := qp.sqSlot(s)
-			if (e.wr.Op == OpWrite || e.wr.Op == OpWriteImm) && e.wr.RemoteSTag == stag {
+			if (e.wr.Op == OpWrite || e.wr.Op == OpWriteWithImm) && e.wr.RemoteSTag == stag {
 				return e
 			}
 		}
@@ -532,7 +532,7 @@ func (qp *QP) termTarget(hdr []byte) *sqEntry {
 			if qn == ddp.QNReadRequest {
 				return e
 			}
-		case OpSend, OpSendSE, OpSendInv, OpSendSEInv, OpImm, OpImmSE, OpWriteImm:
+		case OpSend, OpSendWithInv, OpImm, OpWriteWithImm:
 			if qn == ddp.QNSend {
 				return e
 			}

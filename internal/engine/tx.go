@@ -1,4 +1,4 @@
-package datapath
+package engine
 
 import (
 	"time"
@@ -150,9 +150,12 @@ func (qp *QP) seal(n, ulen int) int {
 	wl, err := qp.framer.Seal(qp.txbuf[n:], ulen)
 	if err != nil {
 		// Cannot happen: sizes are bounded by MULPDU and space is checked.
-		panic("datapath: seal: " + err.Error())
+		panic("engine: seal: " + err.Error())
 	}
 	qp.stats.txFPDUs.Add(1)
+	if qp.fpduEnds != nil {
+		qp.fpduEnds = append(qp.fpduEnds, n+wl)
+	}
 	return n + wl
 }
 
@@ -279,14 +282,16 @@ func (qp *QP) gather(dst []byte, sgl []SGE, off uint64) bool {
 	return len(dst) == 0
 }
 
-func sendOpcode(op Opcode) rdmap.OpCode {
-	switch op {
-	case OpSendSE:
-		return rdmap.OpSendSE
-	case OpSendInv:
-		return rdmap.OpSendInvalidate
-	case OpSendSEInv:
+// sendOpcode is the RDMAP opcode of a Send variant (RFC 5040 §4.3).
+func sendOpcode(wr *SendWR) rdmap.OpCode {
+	se := wr.Flags&FlagSolicited != 0
+	switch {
+	case wr.Op == OpSendWithInv && se:
 		return rdmap.OpSendSEInvalidate
+	case wr.Op == OpSendWithInv:
+		return rdmap.OpSendInvalidate
+	case se:
+		return rdmap.OpSendSE
 	}
 	return rdmap.OpSend
 }
@@ -326,18 +331,18 @@ func (qp *QP) buildSQLocked(n int) (int, bool) {
 		}
 		done := false
 		switch op {
-		case OpSend, OpSendSE, OpSendInv, OpSendSEInv:
+		case OpSend, OpSendWithInv:
 			if e.state == sqPosted {
 				e.msn = qp.sendMSN
 				qp.sendMSN++
 				e.state = sqStarted
 			}
 			n, done = qp.emitData(e, sgl, n, &budget, false)
-		case OpWrite, OpWriteImm:
+		case OpWrite, OpWriteWithImm:
 			e.state = sqStarted
 			if e.stage == 0 {
 				n, done = qp.emitData(e, sgl, n, &budget, true)
-				if done && op == OpWriteImm {
+				if done && op == OpWriteWithImm {
 					e.stage = 1
 					done = false
 					if !qp.space(n) {
@@ -351,11 +356,11 @@ func (qp *QP) buildSQLocked(n int) (int, bool) {
 				n = qp.emitImm(n, rdmap.OpImmediate, e.msn, e.wr.Imm)
 				done = true
 			}
-		case OpImm, OpImmSE:
+		case OpImm:
 			e.msn = qp.sendMSN
 			qp.sendMSN++
 			rop := rdmap.OpImmediate
-			if op == OpImmSE {
+			if e.wr.Flags&FlagSolicited != 0 {
 				rop = rdmap.OpImmediateSE
 			}
 			n = qp.emitImm(n, rop, e.msn, e.wr.Imm)
@@ -461,7 +466,7 @@ func (qp *QP) emitData(e *sqEntry, sgl []SGE, n int, budget *int, tagged bool) (
 			rop = rdmap.OpWrite
 			k, _ = rdmap.PutWrite(u, e.wr.RemoteSTag, e.wr.RemoteTO+e.off, last, int(rem))
 		} else {
-			rop = sendOpcode(e.wr.Op)
+			rop = sendOpcode(&e.wr)
 			k, _ = rdmap.PutSend(u, rop, e.wr.InvalidateSTag, e.msn, uint32(e.off), last, int(rem))
 		}
 		if !qp.gather(u[hl:hl+int(rem)], sgl, e.off) {

@@ -1,6 +1,6 @@
 //go:build linux
 
-package datapath
+package engine
 
 import (
 	"context"
@@ -95,7 +95,7 @@ func BenchmarkIntegrationXDP(b *testing.B) {
 		b.Run("mtu"+itoa(mtu), func(b *testing.B) {
 			b.Run("afxdp", func(b *testing.B) {
 				e := newXDPEnv(b, mtu, false)
-				c, s := benchDevices(b, e, TransportAFXDP)
+				c, s := benchDevices(b, e, trAFXDP)
 				benchOps(b, c, s)
 				// Kernel TCP through the same veth with our program
 				// attached on both ends.
@@ -112,7 +112,7 @@ func BenchmarkIntegrationXDP(b *testing.B) {
 			})
 			b.Run("kernel", func(b *testing.B) {
 				e := newXDPEnv(b, mtu, false)
-				c, s := benchDevices(b, e, TransportKernel)
+				c, s := benchDevices(b, e, trKernel)
 				benchOps(b, c, s)
 				b.Run("KernelTCPStream64K", func(b *testing.B) { benchStream(b, e) })
 			})

@@ -1,6 +1,6 @@
 //go:build linux
 
-package datapath
+package engine
 
 import (
 	"bytes"
@@ -26,9 +26,10 @@ import (
 
 	"xrnic/atomics"
 	"xrnic/bpf"
-	"xrnic/datapath/netlinkutil"
 	"xrnic/internal/netnstest"
 	"xrnic/mem"
+	"xrnic/transport/afxdp"
+	"xrnic/transport/afxdp/netlinkutil"
 )
 
 // Integration tests of the afxdp transport: two network namespaces joined
@@ -70,23 +71,35 @@ func newXDPEnv(t testing.TB, mtu int, limitGSO bool) *xdpEnv {
 	return &xdpEnv{nsA: p.NSA, nsB: p.NSB, devA: p.DevA, devB: p.DevB}
 }
 
-// in runs f on a fresh thread in namespace ns (discarded afterwards).
+// The transports the tests open a device on.
+const (
+	trAFXDP  = "afxdp"
+	trKernel = "kernel"
+)
+
+// in runs f on a thread in namespace ns.
 func (e *xdpEnv) in(t testing.TB, ns string, f func() error) error {
 	t.Helper()
-	fd, err := unix.Open("/run/netns/"+ns, unix.O_RDONLY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer unix.Close(fd)
-	return onThread(fd, f)
+	return netnstest.In(t, ns, f)
 }
+
+// xdpOf returns the afxdp transport of a device opened with trAFXDP.
+func xdpOf(d *Device) *afxdp.Transport { return d.Transport().(*afxdp.Transport) }
 
 func (e *xdpEnv) open(t testing.TB, ns, dev string, transport string) *Device {
 	t.Helper()
 	var d *Device
-	err := e.in(t, ns, func() (err error) {
-		d, err = Open(Config{ConnTimeout: 5 * time.Second, Transport: transport,
-			XDP: XDPConfig{Iface: dev, MinRTO: 20 * time.Millisecond, Spin: testSpin(), Logger: slog.New(slog.DiscardHandler)}})
+	err := e.in(t, ns, func() error {
+		cfg := Config{ConnTimeout: 5 * time.Second}
+		if transport == trAFXDP {
+			tr, err := afxdp.Open(afxdp.Config{Iface: dev, MinRTO: 20 * time.Millisecond, Spin: testSpin(), Logger: slog.New(slog.DiscardHandler)})
+			if err != nil {
+				return err
+			}
+			cfg.Transport = tr
+		}
+		var err error
+		d, err = Open(cfg)
 		return err
 	})
 	if err != nil {
@@ -233,7 +246,7 @@ func xdpExercise(c, s *side, seed byte, rounds int) error {
 			return err
 		}
 		pat(c.buf[4096:5096], k+2)
-		if err := c.qp.PostSend(&SendWR{ID: 6, Op: OpWriteImm, Flags: FlagSignaled, SGL: []SGE{c.sge(4096, 1000)}, RemoteSTag: s.mr.STag(), RemoteTO: s.to(300 << 10), Imm: 0xabc0 + uint64(r)}); err != nil {
+		if err := c.qp.PostSend(&SendWR{ID: 6, Op: OpWriteWithImm, Flags: FlagSignaled, SGL: []SGE{c.sge(4096, 1000)}, RemoteSTag: s.mr.STag(), RemoteTO: s.to(300 << 10), Imm: 0xabc0 + uint64(r)}); err != nil {
 			return err
 		}
 		if _, err := waitCQ(c.scq, 1, to); err != nil {
@@ -305,13 +318,13 @@ func xdpExerciseAll(t *testing.T, cs, ss []*side, rounds int) {
 
 func TestIntegrationXDPToXDP(t *testing.T) {
 	e := newXDPEnv(t, 0, false)
-	a := e.open(t, e.nsA, e.devA, TransportAFXDP)
-	b := e.open(t, e.nsB, e.devB, TransportAFXDP)
-	info, _ := a.XDPInfo()
+	a := e.open(t, e.nsA, e.devA, trAFXDP)
+	b := e.open(t, e.nsB, e.devB, trAFXDP)
+	info, _ := xdpOf(a).Info(), true
 	t.Logf("A: %+v", info)
 	cs, ss := e.connectN(t, b, e.nsB, a, e.nsA, xdpIPA, 8, 2<<20)
 	xdpExerciseAll(t, cs, ss, 3)
-	ctr, _ := a.XDPCounters()
+	ctr, _ := xdpOf(a).Counters()
 	if ctr.Redirected == 0 || ctr.Passed == 0 {
 		t.Errorf("A's counters %+v: want redirected iWARP frames and passed ARP", ctr)
 	}
@@ -323,8 +336,8 @@ func TestIntegrationXDPToXDP(t *testing.T) {
 
 func TestIntegrationXDPToKernel(t *testing.T) {
 	e := newXDPEnv(t, 0, true)
-	a := e.open(t, e.nsA, e.devA, TransportAFXDP)
-	b := e.open(t, e.nsB, e.devB, TransportKernel)
+	a := e.open(t, e.nsA, e.devA, trAFXDP)
+	b := e.open(t, e.nsB, e.devB, trKernel)
 	t.Run("afxdp-dials-kernel", func(t *testing.T) {
 		cs, ss := e.connectN(t, a, e.nsA, b, e.nsB, xdpIPB, 4, 2<<20)
 		xdpExerciseAll(t, cs, ss, 2)
@@ -379,8 +392,8 @@ func kernelEcho(t *testing.T, e *xdpEnv, size int) error {
 
 func TestIntegrationXDPKernelTCPCoexists(t *testing.T) {
 	e := newXDPEnv(t, 0, false)
-	a := e.open(t, e.nsA, e.devA, TransportAFXDP)
-	b := e.open(t, e.nsB, e.devB, TransportAFXDP)
+	a := e.open(t, e.nsA, e.devA, trAFXDP)
+	b := e.open(t, e.nsB, e.devB, trAFXDP)
 	cs, ss := e.connectN(t, b, e.nsB, a, e.nsA, xdpIPA, 4, 2<<20)
 	done := make(chan error, 1)
 	go func() {
@@ -400,17 +413,17 @@ func TestIntegrationXDPKernelTCPCoexists(t *testing.T) {
 
 func TestIntegrationXDPFaultDrop(t *testing.T) {
 	e := newXDPEnv(t, 0, false)
-	a := e.open(t, e.nsA, e.devA, TransportAFXDP)
-	b := e.open(t, e.nsB, e.devB, TransportAFXDP)
+	a := e.open(t, e.nsA, e.devA, trAFXDP)
+	b := e.open(t, e.nsB, e.devB, trAFXDP)
 	cs, ss := e.connectN(t, b, e.nsB, a, e.nsA, xdpIPA, 4, 2<<20)
 	for _, d := range []*Device{a, b} {
-		if err := d.SetXDPFault(bpf.Fault{DropPPM: 10_000}); err != nil {
+		if err := xdpOf(d).SetFault(bpf.Fault{DropPPM: 10_000}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	xdpExerciseAll(t, cs, ss, 3)
-	ca, _ := a.XDPCounters()
-	cb, _ := b.XDPCounters()
+	ca, _ := xdpOf(a).Counters()
+	cb, _ := xdpOf(b).Counters()
 	if ca.FaultDropped+cb.FaultDropped == 0 {
 		t.Errorf("no frame was dropped: A %+v B %+v", ca, cb)
 	}
@@ -419,7 +432,7 @@ func TestIntegrationXDPFaultDrop(t *testing.T) {
 
 // xdpObjects returns the ids of the device's program and maps.
 func xdpObjects(t *testing.T, d *Device) (ebpf.ProgramID, []ebpf.MapID) {
-	info, err := d.xdp.prog.Prog().Info()
+	info, err := xdpOf(d).Program().Prog().Info()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -502,9 +515,9 @@ func TestIntegrationXDPCleanup(t *testing.T) {
 	if x := linkXDP(t, e, e.nsA, e.devA); len(x.ProgIDs()) != 1 {
 		t.Fatalf("stale attachment not in place: %+v", x)
 	}
-	a := e.open(t, e.nsA, e.devA, TransportAFXDP)
-	b := e.open(t, e.nsB, e.devB, TransportAFXDP)
-	info, _ := a.XDPInfo()
+	a := e.open(t, e.nsA, e.devA, trAFXDP)
+	b := e.open(t, e.nsB, e.devB, trAFXDP)
+	info, _ := xdpOf(a).Info(), true
 	if info.Replaced == "" {
 		t.Errorf("the stale attachment was not reported replaced: %+v", info)
 	}

@@ -1,6 +1,6 @@
 //go:build linux
 
-package datapath
+package engine
 
 import (
 	"testing"
@@ -14,12 +14,11 @@ import (
 // retransmissions of jumbo frames are exercised too.
 func TestIntegrationXDPJumbo(t *testing.T) {
 	e := newXDPEnv(t, 9000, false)
-	a := e.open(t, e.nsA, e.devA, TransportAFXDP)
-	b := e.open(t, e.nsB, e.devB, TransportAFXDP)
+	a := e.open(t, e.nsA, e.devA, trAFXDP)
+	b := e.open(t, e.nsB, e.devB, trAFXDP)
 	for _, d := range []*Device{a, b} {
-		info, _ := d.XDPInfo()
-		k := d.xdp.loops[0].q.link
-		if !k.sg {
+		info := xdpOf(d).Info()
+		if !info.MultiBuffer {
 			t.Skipf("no multi-buffer AF_XDP sockets here (MTU capped to %d)", info.MTU)
 		}
 		if info.MTU != 9000 {
@@ -32,16 +31,17 @@ func TestIntegrationXDPJumbo(t *testing.T) {
 	}
 	xdpExerciseAll(t, cs, ss, 2)
 	for _, d := range []*Device{a, b} {
-		if err := d.SetXDPFault(bpf.Fault{DropPPM: 10_000}); err != nil {
+		if err := xdpOf(d).SetFault(bpf.Fault{DropPPM: 10_000}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	xdpExerciseAll(t, cs, ss, 2)
 	for _, d := range []*Device{a, b} {
-		k := d.xdp.loops[0].q.link
-		var drops [2]uint64
-		d.xdp.loops[0].do(func() { drops = [2]uint64{k.fragDrop, k.mtuDrop} })
-		if drops != [2]uint64{} {
+		frag, long, err := xdpOf(d).LinkDrops()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if drops := [2]uint64{frag, long}; drops != [2]uint64{} {
 			t.Errorf("link dropped frames (fragments, too long): %v", drops)
 		}
 	}

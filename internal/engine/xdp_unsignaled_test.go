@@ -1,6 +1,6 @@
 //go:build linux
 
-package datapath
+package engine
 
 import (
 	"bytes"
@@ -12,6 +12,7 @@ import (
 
 	"xrnic/bpf"
 	"xrnic/mem"
+	"xrnic/transport/afxdp"
 	"xrnic/wire/ddp"
 )
 
@@ -151,12 +152,10 @@ func stallState(cs, ss []*side) string {
 			if e, _ := qp.sqSlot(qp.sqHead); qp.sqHead != qp.sqTail {
 				fmt.Fprintf(&b, " head entry state %d off %d of %d", e.state, e.off, e.length)
 			}
-			x, _ := qp.llp.(*xconn)
+			llp := qp.llp
 			qp.mu.Unlock()
-			if x != nil {
-				x.q.l.do(func() {
-					fmt.Fprintf(&b, " | pend %d free segs %d buffered %d tcp %v kick %d", len(x.pend), x.c.FreeSegments(), x.c.Buffered(), x.c.State(), x.kick.Load())
-				})
+			if x, ok := afxdp.StateOf(llp); ok {
+				fmt.Fprintf(&b, " | pend %d free segs %d buffered %d tcp %v kick %d", x.Pending, x.FreeSegments, x.Buffered, x.TCP, x.Kick)
 			}
 			b.WriteByte('\n')
 		}
@@ -284,7 +283,7 @@ func largeMessages(cs, ss []*side, send bool, size, depth, cqMod, count int) err
 }
 
 func TestIntegrationUnsignaledAndLarge(t *testing.T) {
-	for _, tr := range []string{TransportAFXDP, TransportKernel} {
+	for _, tr := range []string{trAFXDP, trKernel} {
 		t.Run(tr, func(t *testing.T) {
 			e := newXDPEnv(t, 0, false)
 			a := e.open(t, e.nsA, e.devA, tr)
@@ -336,24 +335,25 @@ func TestIntegrationUnsignaledAndLarge(t *testing.T) {
 // signals, with every WR posted and the poster waiting for them.
 func TestIntegrationXDPExactFill(t *testing.T) {
 	e := newXDPEnv(t, 0, false)
-	a := e.open(t, e.nsA, e.devA, TransportAFXDP)
-	b := e.open(t, e.nsB, e.devB, TransportAFXDP)
+	a := e.open(t, e.nsA, e.devA, trAFXDP)
+	b := e.open(t, e.nsB, e.devB, trAFXDP)
 	const big = 512 << 10
 	c := newDepthSide(t, b, 4, 1, 1<<20)
 	s := newDepthSide(t, a, 4, 1, 1<<20)
 	e.connectSides(t, e.nsB, []*side{c}, e.nsA, a, xdpIPA.String(), []*side{s})
-	x := c.qp.llp.(*xconn)
-	onLoop := func(f func()) {
+	state := func() afxdp.ConnState {
 		t.Helper()
-		if err := x.q.l.do(f); err != nil {
-			t.Fatal(err)
+		x, ok := afxdp.StateOf(c.qp.llp)
+		if !ok {
+			t.Fatal("not an afxdp connection, or its loop stopped")
 		}
+		return x
 	}
 	c.qp.mu.Lock()
 	wire, seg, full := c.qp.maxWire(), c.qp.mulpdu-ddp.TaggedHeaderLen, len(c.qp.txbuf)
 	c.qp.mu.Unlock()
-	var total, mss int
-	onLoop(func() { total, mss = x.c.FreeSegments(), x.mss })
+	st := state()
+	total, mss := st.FreeSegments, st.MSS
 	// One step with the whole txbuf frames k full FPDUs (it frames while
 	// the txbuf has room for one more); with k segments free that is an
 	// exact fill when an FPDU is exactly a segment.
@@ -363,15 +363,13 @@ func TestIntegrationXDPExactFill(t *testing.T) {
 	}
 	// Hold the first WR's segments unacknowledged: the receiver drops
 	// every steered frame.
-	if err := a.SetXDPFault(bpf.Fault{DropPPM: 1_000_000}); err != nil {
+	if err := xdpOf(a).SetFault(bpf.Fault{DropPPM: 1_000_000}); err != nil {
 		t.Fatal(err)
 	}
 	waitLoop := func(what string, cond func() bool) {
 		t.Helper()
 		for deadline := time.Now().Add(5 * time.Second); ; {
-			var ok bool
-			onLoop(func() { ok = cond() })
-			if ok {
+			if cond() {
 				return
 			}
 			if time.Now().After(deadline) {
@@ -382,15 +380,13 @@ func TestIntegrationXDPExactFill(t *testing.T) {
 	}
 	// WR 1 takes total-k segments (one full FPDU each), leaving k free.
 	mustPost(t, c.qp, SendWR{ID: 1, Op: OpWrite, SGL: []SGE{c.sge(0, (total-k)*seg)}, RemoteSTag: s.mr.STag(), RemoteTO: s.to(0)})
-	waitLoop("the first WR to be queued", func() bool { return x.c.FreeSegments() == k })
+	waitLoop("the first WR to be queued", func() bool { return state().FreeSegments == k })
 	// WR 2 (signalled): its first step fills the k segments exactly.
 	mustPost(t, c.qp, SendWR{ID: 2, Op: OpWrite, Flags: FlagSignaled, SGL: []SGE{c.sge(0, big)}, RemoteSTag: s.mr.STag(), RemoteTO: s.to(0)})
-	waitLoop("the exact fill", func() bool { return x.c.FreeSegments() == 0 })
-	onLoop(func() {
-		if len(x.pend) != 0 {
-			t.Errorf("%d bytes overflowed into pend: not the exact-fill case", len(x.pend))
-		}
-	})
+	waitLoop("the exact fill", func() bool { return state().FreeSegments == 0 })
+	if p := state().Pending; p != 0 {
+		t.Errorf("%d bytes overflowed into pend: not the exact-fill case", p)
+	}
 	c.qp.mu.Lock()
 	e2, _ := c.qp.sqSlot(1)
 	off := e2.off
@@ -398,7 +394,7 @@ func TestIntegrationXDPExactFill(t *testing.T) {
 	if off != uint64(k*seg) {
 		t.Errorf("WR 2 framed %d bytes, want %d (%d FPDUs)", off, k*seg, k)
 	}
-	if err := a.SetXDPFault(bpf.Fault{}); err != nil {
+	if err := xdpOf(a).SetFault(bpf.Fault{}); err != nil {
 		t.Fatal(err)
 	}
 	// Retransmission gets everything acknowledged; the rest of WR 2

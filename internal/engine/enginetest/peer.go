@@ -4,7 +4,7 @@
 // reads back what the engine answers, typically a Terminate to decode with
 // term.Decode. It imports only the wire packages, so datapath's own tests
 // can use it.
-package datapathtest
+package enginetest
 
 import (
 	"context"

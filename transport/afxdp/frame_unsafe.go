@@ -1,4 +1,4 @@
-package datapath
+package afxdp
 
 import "unsafe"
 

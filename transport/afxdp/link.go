@@ -1,8 +1,6 @@
-package datapath
+package afxdp
 
-import (
-	"xrnic/afxdp"
-)
+import xsk "xrnic/afxdp"
 
 // xskLink is tcpstack's Link on one AF_XDP socket, owned by the queue's
 // poll loop.
@@ -28,11 +26,11 @@ import (
 // chunk is split over several chunks, all but the last marked OptMore,
 // and only whole packets are put on the TX ring.
 type xskLink struct {
-	sock     *afxdp.Socket
+	sock     *xsk.Socket
 	base     []byte // the whole UMEM, for frame addresses
-	rxd      []afxdp.Desc
-	txd      []afxdp.Desc
-	freed    []afxdp.Desc
+	rxd      []xsk.Desc
+	txd      []xsk.Desc
+	freed    []xsk.Desc
 	reserve  int // chunks kept out of the fill ring for transmission
 	rxCount  int // frames received since the last check
 	mtuDrop  uint64
@@ -47,9 +45,9 @@ type xskLink struct {
 	dropRun bool     // the run being received is dropped
 }
 
-func newXSKLink(s *afxdp.Socket, base []byte, reserve, maxLen, chunk int) *xskLink {
-	return &xskLink{sock: s, base: base, rxd: make([]afxdp.Desc, 256), txd: make([]afxdp.Desc, 256),
-		freed: make([]afxdp.Desc, 0, 4096), reserve: reserve, sg: s.MultiBuffer(), maxLen: maxLen, chunk: chunk}
+func newXSKLink(s *xsk.Socket, base []byte, reserve, maxLen, chunk int) *xskLink {
+	return &xskLink{sock: s, base: base, rxd: make([]xsk.Desc, 256), txd: make([]xsk.Desc, 256),
+		freed: make([]xsk.Desc, 0, 4096), reserve: reserve, sg: s.MultiBuffer(), maxLen: maxLen, chunk: chunk}
 }
 
 // RecvBatch implements tcpstack.Link.
@@ -111,7 +109,7 @@ func (k *xskLink) Release(frame []byte) {
 		k.big = append(k.big, frame[:0])
 		return
 	}
-	k.freed = append(k.freed, afxdp.Desc{Addr: frameAddr(k.base, frame)})
+	k.freed = append(k.freed, xsk.Desc{Addr: frameAddr(k.base, frame)})
 }
 
 // SendBatch implements tcpstack.Link.
@@ -194,7 +192,7 @@ func (k *xskLink) sendSG(frames [][]byte) int {
 					d.Options = 0
 					break
 				}
-				d.Options = afxdp.OptMore
+				d.Options = xsk.OptMore
 			}
 		}
 		m := k.sock.Transmit(k.txd[:nd])

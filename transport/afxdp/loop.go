@@ -1,4 +1,4 @@
-package datapath
+package afxdp
 
 import (
 	"os"
@@ -33,21 +33,21 @@ import (
 // ring; then run the kicks that receive processing produced (Read and
 // Atomic Responses, ACK-clocked sends), flush the stack once (one TX batch,
 // one sendto), and refill the fill ring. When an iteration found nothing to
-// do the loop spins for XDPConfig.Spin (default 50 µs, yielding the
+// do the loop spins for Config.Spin (default 50 µs, yielding the
 // processor each turn: a reply to what it just sent usually arrives within
 // that), then sleeps: an epoll set of the socket and the eventfd is waited
 // for through the Go netpoller (the epoll fd is itself pollable), with the
 // stack's next timer as the read deadline, so an idle device uses no CPU
 // and a sleeping loop holds no P.
 //
-// Thread locking is optional (XDPConfig.LockThread). The loop needs no
+// Thread locking is optional (Config.LockThread). The loop needs no
 // particular thread: the socket, the UMEM and netlink are bound at setup
 // on a thread in the device's namespace, and port reservations are made on
 // such a thread too. Locking was measured to cost 5x in atomic latency on
 // the 2-core test machine (84 µs against 16 µs): every wakeup of a locked
 // goroutine is a hand-off between its M and a P.
 type pollLoop struct {
-	x     *xdpDevice
+	x     *Transport
 	queue int
 
 	efd      int
@@ -76,7 +76,7 @@ const (
 	kickRx
 )
 
-func newPollLoop(x *xdpDevice, queue int) (*pollLoop, error) {
+func newPollLoop(x *Transport, queue int) (*pollLoop, error) {
 	efd, err := unix.Eventfd(0, unix.EFD_NONBLOCK|unix.EFD_CLOEXEC)
 	if err != nil {
 		return nil, err
@@ -128,7 +128,7 @@ func (l *pollLoop) do(f func()) error {
 		case <-ch:
 			return nil
 		default:
-			return ErrClosed
+			return errLoopClosed
 		}
 	}
 }
@@ -305,49 +305,4 @@ func (l *pollLoop) stop() {
 	unix.Write(l.efd, l.one[:])
 	<-l.done
 	unix.Close(l.efd)
-}
-
-// inlineLLP is an LLP whose owner goroutine runs the QP's transmit path
-// (txStep) itself: startInline returns the function that asks it to (the
-// QP's ring).
-type inlineLLP interface {
-	PushLLP
-	startInline(qp *QP) (kick func())
-}
-
-// txStep is the transmit path of a QP over an inline LLP, run by the LLP's
-// owner goroutine: it frames what is ready (responses first, then the SQ,
-// exactly as runTx) into txbuf, at most about room bytes, and hands the
-// FPDUs to put, which must take all of them before it returns. The end of
-// the stream (Terminate, error, orderly close) is left to runTx.
-func (qp *QP) txStep(room int, put func(p []byte)) {
-	for room > 0 {
-		qp.mu.Lock()
-		if qp.termPending || qp.txDone || qp.state == QPError || qp.state == QPClosed ||
-			qp.state == QPClosing && qp.sqHead == qp.sqTail && qp.irdHead == qp.irdTail && qp.rtrPending == 0 {
-			qp.mu.Unlock()
-			qp.ringTx()
-			return
-		}
-		if !qp.txOpen || qp.state != QPRTS && qp.state != QPClosing {
-			qp.mu.Unlock()
-			return
-		}
-		full := qp.txbuf
-		qp.txbuf = full[:min(len(full), room+qp.maxWire())]
-		qp.txReader.Enter()
-		n := qp.buildLocked()
-		qp.txReader.Exit()
-		qp.txbuf = full
-		if n == 0 {
-			qp.completeSQLocked()
-			qp.mu.Unlock()
-			return
-		}
-		put(full[:n])
-		qp.stats.txBatches.Add(1)
-		qp.markWrittenLocked()
-		qp.mu.Unlock()
-		room -= n
-	}
 }

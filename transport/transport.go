@@ -1,0 +1,88 @@
+// Package transport is the seam between the RNIC engine and the lower
+// layer protocol (LLP) it runs over: an established, reliable, in-order
+// byte stream (RFC 5044 runs MPA over TCP). A Transport dials and listens;
+// each connection is a Conn.
+//
+// Two implementations sit beside this package: transport/kernel (kernel
+// TCP sockets, no privileges) and transport/afxdp (the user-space TCP of
+// package tcpstack over AF_XDP sockets, with the XDP steering program of
+// package bpf). Neither imports the engine, and the engine imports
+// neither but kernel, its default.
+//
+// A Conn is read and written as a stream during the MPA exchange. After
+// it, a PushConn delivers received payload by calling the engine's
+// receive function instead of being read, and an InlineConn also runs the
+// engine's transmit step on its own goroutine, pulling framed FPDUs one at
+// a time, so a poll loop can own both directions of every connection.
+package transport
+
+import (
+	"context"
+	"net"
+	"time"
+)
+
+// Conn is one LLP connection. Read is used for the MPA exchange and,
+// unless the Conn is a PushConn, by the QP's receive loop. Write is called
+// by one goroutine at a time with whole FPDUs and must write all of p (or
+// fail). EMSS is the effective maximum segment size, from which the
+// engine derives MULPDU (RFC 5044 §5.1; docs/spec/mpa.md).
+//
+// A Conn that knows its peer also has RemoteAddr() net.Addr.
+type Conn interface {
+	Read(p []byte) (int, error)
+	Write(p []byte) (int, error)
+	CloseWrite() error
+	Close() error
+	SetReadDeadline(t time.Time) error
+	SetWriteDeadline(t time.Time) error
+	EMSS() int
+}
+
+// PushConn is a Conn of a push-based stack: after the MPA exchange the
+// engine calls StartPush once with its receive function, which the stack
+// then calls with each in-order piece of payload (a zero-copy view valid
+// only during the call). rx always consumes the whole piece and returns
+// len(p); a non-nil error means the QP stopped receiving (it has gone to
+// error) and the stack may drop the rest. The stack calls rx from one
+// goroutine at a time and reports the peer's FIN or a lost connection by
+// calling rx with a nil piece, and then never again.
+type PushConn interface {
+	Conn
+	StartPush(rx func(p []byte) (int, error))
+}
+
+// TxStep is a QP's transmit step: it frames what is ready to send,
+// about room bytes at most, and hands each FPDU to put, whole and in
+// order; put must take it before it returns (the bytes are reused). The
+// end of the stream (Terminate, half-close) is not part of a step: the
+// engine writes it through Conn.Write and CloseWrite.
+type TxStep func(room int, put func(fpdu []byte))
+
+// InlineConn is a PushConn whose owner goroutine runs the QP's transmit
+// step itself, with the room its send queue has. StartInline is called
+// once, before StartPush; the returned kick asks the owner to run step
+// soon (the engine kicks when work is posted), from any goroutine.
+type InlineConn interface {
+	PushConn
+	StartInline(step TxStep) (kick func())
+}
+
+// Listener accepts LLP connections.
+type Listener interface {
+	// Accept waits for the next established connection (or ctx).
+	Accept(ctx context.Context) (Conn, error)
+	Addr() net.Addr
+	Close() error
+}
+
+// Transport opens LLP connections: the engine's Device dials and listens
+// through it and closes it with the device.
+type Transport interface {
+	// Name is the transport's name in attributes and metrics ("kernel",
+	// "afxdp").
+	Name() string
+	Dial(ctx context.Context, addr string) (Conn, error)
+	Listen(network, addr string) (Listener, error)
+	Close() error
+}
