@@ -15,9 +15,16 @@
 // posted receive is a fatal error (there is no RNR retry as in
 // InfiniBand).
 //
-// The same binary carries the kernel TCP baseline (tcp_bw, tcp_lat), the
-// guided tour behind `make demo` (demo) and the sweep behind `make bench`
-// (bench).
+// The same binary carries the kernel TCP baseline (tcp_bw, tcp_lat, in
+// tcp.go) and dispatches two orchestration commands to internal/perfsuite:
+// the guided tour behind `make demo` (demo) and the sweep behind
+// `make bench` (bench). They run this binary as separate processes.
+//
+// Files by role: main.go and params.go the command line, client.go and
+// server.go the two sides, bw.go and lat.go the measurement loops, wr.go
+// the work requests, recv.go posted receives and credits, validate.go
+// data validation, session.go and proto.go the resources and the
+// exchange, report.go perftest's arithmetic and output.
 package main
 
 import (
@@ -25,9 +32,12 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"syscall"
+
+	"xrnic/internal/perfsuite"
 )
 
 func main() {
@@ -40,9 +50,9 @@ func mainCtx(ctx context.Context, args []string) int {
 	if len(args) > 0 {
 		switch args[0] {
 		case "demo":
-			return runDemo(ctx, args[1:])
+			return perfsuite.Demo(ctx, args[1:])
 		case "bench":
-			return runBench(ctx, args[1:])
+			return perfsuite.Bench(ctx, args[1:])
 		}
 	}
 	p, err := parseParams(args, os.Stderr)
@@ -58,4 +68,15 @@ func mainCtx(ctx context.Context, args []string) int {
 		return 1
 	}
 	return 0
+}
+
+// run runs one side: a client when p.server is set.
+func run(ctx context.Context, p *params, out io.Writer) error {
+	if p.test.name == "tcp_bw" || p.test.name == "tcp_lat" {
+		return runTCP(ctx, p, out)
+	}
+	if p.server != "" {
+		return runClient(ctx, p, out)
+	}
+	return runServer(ctx, p, out)
 }

@@ -117,7 +117,7 @@ const usageText = `usage:
 TEST is one of write_bw write_lat read_bw read_lat send_bw send_lat atomic_bw atomic_lat imm_lat.
 Both sides take the same options (as in perftest). Other commands:
   xrnic-perf tcp_bw|tcp_lat [options] [SERVER]   kernel TCP baseline (a stream / a ping-pong)
-  xrnic-perf demo [--keep-going]                 the guided tour (make demo)
+  xrnic-perf demo [--quick]                      the guided tour (make demo)
   xrnic-perf bench [--out DIR] [--quick]         the full sweep (make bench)
 Options:
 `

@@ -1,12 +1,13 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
-	"io"
 	"math"
+	"os"
 	"slices"
 	"strings"
+
+	"xrnic/internal/perfsuite/perfjson"
 )
 
 // The report arithmetic and layout follow perftest (linux-rdma/perftest,
@@ -21,15 +22,10 @@ const (
 	gbit = 125e6   // Gb/sec: 1.25e8 bytes per second (--report_gbits)
 )
 
-// BWResult is one line of a bandwidth report.
-type BWResult struct {
-	Size    int     `json:"MsgSize"`
-	Iters   int     `json:"n_iterations"`
-	Peak    float64 `json:"BW_peak"`    // in Unit
-	Average float64 `json:"BW_average"` // in Unit
-	MsgRate float64 `json:"MsgRate"`    // Mpps
-	Unit    string  `json:"unit"`       // "MiB/sec" or "Gb/sec"
-}
+// BWResult is one line of a bandwidth report; its fields and JSON keys
+// are perfjson's (the demo and the sweep read them), the line layout is
+// perftest's and lives here.
+type BWResult perfjson.BWResult
 
 // BWSamples are the timestamps of a bandwidth run, in nanoseconds from an
 // arbitrary origin, indexed like perftest's tposted/tcompleted: Posted[i]
@@ -129,21 +125,9 @@ func unitName(unit float64) string {
 	return "MiB/sec"
 }
 
-// LatResult is one line of a latency report, in microseconds.
-type LatResult struct {
-	Size     int     `json:"MsgSize"`
-	Iters    int     `json:"n_iterations"`
-	Min      float64 `json:"t_min"`
-	Max      float64 `json:"t_max"`
-	Typical  float64 `json:"t_typical"`
-	Avg      float64 `json:"t_avg"`
-	Stdev    float64 `json:"t_stdev"`
-	P99      float64 `json:"percentile_99"`
-	P999     float64 `json:"percentile_99.9"`
-	RTTDiv   int     `json:"rtt_factor"`
-	Duration bool    `json:"-"`
-	TPS      float64 `json:"tps_average,omitempty"` // duration mode only
-}
+// LatResult is one line of a latency report, in microseconds (fields and
+// JSON keys: perfjson's, as for BWResult).
+type LatResult perfjson.LatResult
 
 // latTail is how many of the largest samples are dropped (perftest's
 // LAT_MEASURE_TAIL).
@@ -231,24 +215,38 @@ func (r LatResult) line() string {
 		r.Size, r.Iters, r.Min, r.Max, r.Typical, r.Avg, r.Stdev, r.P99, r.P999)
 }
 
-// jsonReport is the --out_json document: perftest's "test_info" and
-// "results" (an object for one message size, an array with -a).
-type jsonReport struct {
-	TestInfo map[string]any `json:"test_info"`
-	Results  any            `json:"results"`
-}
-
-func writeJSON(w io.Writer, info map[string]any, results []any) error {
-	var res any = results
-	if len(results) == 1 {
-		res = results[0]
+// writeResults writes the --out_json file: perftest's test_info keys,
+// plus xrnic's own (transport, iface, ...).
+func writeResults(p *params, results []any) error {
+	if !p.outJSON {
+		return nil
 	}
-	b, err := json.MarshalIndent(jsonReport{TestInfo: info, Results: res}, "", "\t")
+	f, err := os.Create(p.jsonFile)
 	if err != nil {
 		return err
 	}
-	_, err = w.Write(append(b, '\n'))
-	return err
+	info := map[string]any{
+		"test": p.test.verbName() + map[bool]string{true: " BW Test", false: " Latency Test"}[p.test.bw], "xrnic_test": p.test.name,
+		"Dual_port": "OFF", "Device": "xrnic", "Number_of_qps": p.qps, "Transport_type": "IW", "Connection_type": "RC",
+		"Using_SRQ": "OFF", "TX_depth": p.txDepth, "CQ_Moderation": p.cqMod, "Link_type": "Ethernet",
+		"rdma_cm_QPs": "ON", "Data_ex_method": "MPA private data", "transport": p.transport, "iface": p.iface,
+		"data_validation": p.validate, "bidirectional": p.bidir, "duration_s": p.duration.Seconds(),
+	}
+	if p.test.verb == verbRead || p.test.verb == verbAtomic {
+		info["Outstand_reads"] = p.outs
+	}
+	if p.test.verb == verbAtomic {
+		info["atomic_type"] = p.atomicType
+		info["masked_atomics"] = p.masked
+	}
+	if mtu := ifaceMTU(p.iface); mtu > 0 {
+		info["Mtu"] = mtu
+	}
+	werr := perfjson.Write(f, info, results)
+	if err := f.Close(); werr == nil {
+		werr = err
+	}
+	return werr
 }
 
 // banner is perftest's ctx_print_test_info, with the iWARP specifics.

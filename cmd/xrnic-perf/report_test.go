@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"encoding/json"
 	"math"
 	"strings"
 	"testing"
@@ -164,37 +163,6 @@ func TestReportLayout(t *testing.T) {
 	}
 	if bwHeader(gbit) != strings.ReplaceAll(h, "MiB", "Gb") {
 		t.Errorf("Gb/s header %q", bwHeader(gbit))
-	}
-}
-
-func TestJSONKeys(t *testing.T) {
-	var buf bytes.Buffer
-	if err := writeJSON(&buf, map[string]any{"test": "x"}, []any{BWResult{Size: 2, Iters: 5, Peak: 1, Average: 2, MsgRate: 3}}); err != nil {
-		t.Fatal(err)
-	}
-	var doc struct {
-		Results map[string]any `json:"results"`
-	}
-	if err := json.Unmarshal(buf.Bytes(), &doc); err != nil {
-		t.Fatal(err)
-	}
-	for _, k := range []string{"MsgSize", "n_iterations", "BW_peak", "BW_average", "MsgRate"} {
-		if _, ok := doc.Results[k]; !ok {
-			t.Errorf("bw JSON lacks %q: %s", k, buf.String())
-		}
-	}
-	buf.Reset()
-	writeJSON(&buf, nil, []any{LatResult{}, LatResult{}})
-	var lat struct {
-		Results []map[string]any `json:"results"`
-	}
-	if err := json.Unmarshal(buf.Bytes(), &lat); err != nil || len(lat.Results) != 2 {
-		t.Fatalf("lat JSON: %v %s", err, buf.String())
-	}
-	for _, k := range []string{"MsgSize", "n_iterations", "t_min", "t_max", "t_typical", "t_avg", "t_stdev", "percentile_99", "percentile_99.9"} {
-		if _, ok := lat.Results[0][k]; !ok {
-			t.Errorf("lat JSON lacks %q", k)
-		}
 	}
 }
 

@@ -274,6 +274,18 @@ func (s *session) expectCtl(ctx context.Context, kind uint8) (ctlMsg, error) {
 	return m, err
 }
 
+// bye ends a run in order: the client sends bye, both disconnect the
+// control QP (waiting for the peer), so neither side's last Send is
+// flushed by the other's close.
+func (s *session) bye(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	if s.client {
+		s.sendCtl(ctx, ctlMsg{Kind: msgBye})
+	}
+	s.cqp.Disconnect(ctx)
+}
+
 // poller polls a CQ: it spins (yielding) briefly, then sleeps on the CQ
 // (with -e at once).
 type poller struct {

@@ -1,4 +1,4 @@
-package main
+package perfsuite
 
 import (
 	"fmt"
