@@ -3,7 +3,7 @@ package atomics
 import "sync/atomic"
 
 // Scope is the atomicity guarantee an RNIC advertises in its device query
-// (RFC 7306 §5, digest §2.12), mirroring verbs' ib_atomic_cap.
+// (RFC 7306 §5; docs/spec/rfc7306.md#scope), mirroring verbs' ib_atomic_cap.
 type Scope uint8
 
 const (

@@ -78,7 +78,8 @@
 // offset. They refuse, without touching memory, an offset whose 8 bytes do
 // not fit (ErrOutOfRange, overflow-safe) and then one whose resolved address
 // &mem[off] is not 8-byte aligned (ErrMisaligned): a region may start at any
-// address, so checking off&7 alone is wrong (RFC 7306 §5.2.1; digest §2.7).
+// address, so checking off&7 alone is wrong (RFC 7306 §5.2.1;
+// docs/spec/rfc7306.md#alignment).
 // The engine maps ErrMisaligned to the Terminate RDMAP / Remote Operation /
 // 0x07 of RFC 7306 §8.2 and ErrOutOfRange to a base-or-bounds violation.
 // Values are in host byte order in memory; the engine converts the

@@ -7,7 +7,7 @@ import (
 )
 
 func FuzzMaskedAdd(f *testing.F) {
-	for _, v := range fetchAddVectors {
+	for _, v := range fetchAddVectors(f) {
 		f.Add(v.o, v.a, v.m)
 	}
 	f.Fuzz(func(t *testing.T, o, a, m uint64) {
@@ -23,7 +23,7 @@ func FuzzMaskedAdd(f *testing.F) {
 }
 
 func FuzzMaskedCmpSwap(f *testing.F) {
-	for _, v := range cmpSwapVectors {
+	for _, v := range cmpSwapVectors(f) {
 		f.Add(v.o, v.c, v.cm, v.s, v.sm)
 	}
 	f.Fuzz(func(t *testing.T, o, c, cm, s, sm uint64) {

@@ -5,6 +5,8 @@ import (
 	"math/rand/v2"
 	"sync/atomic"
 	"testing"
+
+	"xrnic/wire/wiretest/vectors"
 )
 
 // refFetchAdd is the RFC 7306 §5.1.1 pseudocode transcribed bit by bit: the
@@ -86,31 +88,41 @@ func TestReferenceModel(t *testing.T) {
 	}
 }
 
-// Golden vectors: digest §2.5, §2.6 and the §9 masked-atomics table.
-var fetchAddVectors = []struct{ o, a, m, n uint64 }{
-	{0x00000001FFFFFFFF, 0x0000000100000001, 0x8000000080000000, 0x0000000200000000},
-	{0x00000001FFFFFFFF, 0x0000000100000001, 0x0000000000000000, 0x0000000300000000},
-	{0x12FF34FF56FF78FF, 0x0101010101010101, 0x8080808080808080, 0x1300350057007900},
-	{0xFFFFFFFFFFFFFFFF, 0x0000000000000001, 0x0000000000000000, 0x0000000000000000},
-	{0xFFFFFFFFFFFFFFFF, 0xFFFFFFFFFFFFFFFF, 0xFFFFFFFFFFFFFFFF, 0x0000000000000000},
-	{0x0000FFFF0000FFFF, 0x0000000100000001, 0x0000800000008000, 0x0000000000000000},
-}
+type fetchAddVector struct{ o, a, m, n uint64 }
 
-var cmpSwapVectors = []struct {
+type cmpSwapVector struct {
 	o, c, cm, s, sm, n uint64
 	match              bool
-}{
-	{0x1122334455667788, 0x1122334455667788, ^uint64(0), 0xAAAAAAAAAAAAAAAA, ^uint64(0), 0xAAAAAAAAAAAAAAAA, true},
-	{0x1122334455667788, 0x11223344FFFFFFFF, 0xFFFFFFFF00000000, 0x00000000DEADBEEF, 0x00000000FFFFFFFF, 0x11223344DEADBEEF, true},
-	{0x1122334455667788, 0x99223344FFFFFFFF, 0xFFFFFFFF00000000, 0x00000000DEADBEEF, 0x00000000FFFFFFFF, 0x1122334455667788, false},
-	// digest §2.6 prose: CM = 0 always matches; SM = 0 never writes.
-	{0x1122334455667788, 0xDEADBEEFDEADBEEF, 0, 0x0123456789ABCDEF, 0x00FF00FF00FF00FF, 0x1123336755AB77EF, true},
-	{0x1122334455667788, 0x1122334455667788, ^uint64(0), 0xAAAAAAAAAAAAAAAA, 0, 0x1122334455667788, true},
-	{0x1122334455667788, 0x1122334455667789, ^uint64(0), 0xAAAAAAAAAAAAAAAA, ^uint64(0), 0x1122334455667788, false},
+}
+
+// fetchAddVectors and cmpSwapVectors read the masked-atomics vectors of
+// wire/testdata/vectors.txt (docs/spec/vectors.md#masked-atomics): the
+// worked examples of docs/spec/rfc7306.md#fetchadd and #cmpswap, plus the
+// corner cases Compare Mask 0 (always matches) and Swap Mask 0 (never
+// writes).
+func fetchAddVectors(t testing.TB) []fetchAddVector {
+	t.Helper()
+	var out []fetchAddVector
+	for _, v := range vectors.Kind(t, "fetchadd", "fetchadd-two-counters", "fetchadd-plain", "fetchadd-eight-counters",
+		"fetchadd-wrap", "fetchadd-xor", "fetchadd-three-fields") {
+		out = append(out, fetchAddVector{v.Uint64(t, "o"), v.Uint64(t, "a"), v.Uint64(t, "m"), v.Uint64(t, "n")})
+	}
+	return out
+}
+
+func cmpSwapVectors(t testing.TB) []cmpSwapVector {
+	t.Helper()
+	var out []cmpSwapVector
+	for _, v := range vectors.Kind(t, "cmpswap", "cmpswap-unmasked", "cmpswap-upper-half", "cmpswap-upper-half-mismatch",
+		"cmpswap-compare-mask-zero", "cmpswap-swap-mask-zero", "cmpswap-unmasked-mismatch") {
+		out = append(out, cmpSwapVector{v.Uint64(t, "o"), v.Uint64(t, "c"), v.Uint64(t, "cm"), v.Uint64(t, "s"),
+			v.Uint64(t, "sm"), v.Uint64(t, "n"), v.Bool(t, "match")})
+	}
+	return out
 }
 
 func TestVectors(t *testing.T) {
-	for _, v := range fetchAddVectors {
+	for _, v := range fetchAddVectors(t) {
 		if got := refFetchAdd(v.o, v.a, v.m); got != v.n {
 			t.Errorf("refFetchAdd(%016x, %016x, %016x) = %016x, want %016x", v.o, v.a, v.m, got, v.n)
 		}
@@ -122,7 +134,7 @@ func TestVectors(t *testing.T) {
 			t.Errorf("FetchAdd(%016x, %016x, %016x): orig %016x, word %016x; want %016x, %016x", v.o, v.a, v.m, orig, w, v.o, v.n)
 		}
 	}
-	for _, v := range cmpSwapVectors {
+	for _, v := range cmpSwapVectors(t) {
 		if n, ok := refCmpSwap(v.o, v.c, v.cm, v.s, v.sm); n != v.n || ok != v.match {
 			t.Errorf("refCmpSwap(%016x, ...) = %016x, %v; want %016x, %v", v.o, n, ok, v.n, v.match)
 		}
@@ -239,8 +251,9 @@ func TestCmpSwapRandom(t *testing.T) {
 	}
 }
 
-// TestFieldSplit checks the digest's field-split formulation (each field an
-// independent modular counter) against the oracle: a third, independent
+// TestFieldSplit checks the field-split formulation of
+// docs/spec/rfc7306.md#fetchadd (each field an independent modular counter)
+// against the oracle: a third, independent
 // derivation.
 func TestFieldSplit(t *testing.T) {
 	seed := rand.Uint64()

@@ -257,7 +257,8 @@ func TestCheckTable(t *testing.T) {
 }
 
 // TestErrorMapping pins the Terminate triples of each (op, reason) to the
-// RFC tables (digest §3.4, §4.4, §2.11), written out as numbers.
+// RFC tables (docs/spec/rdmap.md#errors, docs/spec/ddp.md#validation,
+// docs/spec/rfc7306.md#errors), written out as numbers.
 func TestErrorMapping(t *testing.T) {
 	type triple struct{ l, et, c uint8 }
 	ddp := map[Reason]triple{

@@ -1,7 +1,7 @@
 // Package mem is the registered memory of the xrnic RNIC engine: hugepage
 // backed regions, protection domains, memory regions (MRs) with STags, and
 // the single lookup-and-check function that every remote access goes
-// through. The engine (datapath/) and the public API (verbs/) build on it.
+// through. The engine (internal/engine) and the public API (verbs/) build on it.
 //
 // # Regions
 //
@@ -44,11 +44,14 @@
 // Access rights follow verbs: RemoteWrite and RemoteAtomic require
 // LocalWrite at registration (the RNIC writes that memory on the peer's
 // behalf; ibv_reg_mr(3) imposes the same rule). RemoteAtomic alone suffices
-// for an atomic: RFC 5040 knows only read and write rights, and the digest
-// (§2.11) suggests a dedicated atomic right as the safe check; verbs has
-// exactly that.
+// for an atomic: RFC 5040 knows only read and write rights, and a dedicated
+// atomic right is the safe check (docs/spec/rfc7306.md#access-rights); verbs
+// has exactly that.
 //
-// # The check (digest §2.7, §2.11, §3.4, §3.5, §3.8, §4.4)
+// # The check
+//
+// Sources: docs/spec/rdmap.md#stags, #operations and #errors,
+// docs/spec/ddp.md#validation, docs/spec/rfc7306.md#alignment and #errors.
 //
 // [Table.Check] is lock-free and allocation-free and applies, in a fixed
 // order and touching nothing before all pass:

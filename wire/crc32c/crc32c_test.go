@@ -6,39 +6,39 @@ import (
 	"math/rand/v2"
 	"strconv"
 	"testing"
+
+	"xrnic/wire/wiretest/vectors"
 )
 
-func seq(from, to int) []byte {
-	var b []byte
-	if from <= to {
-		for i := from; i <= to; i++ {
-			b = append(b, byte(i))
-		}
-	} else {
-		for i := from; i >= to; i-- {
-			b = append(b, byte(i))
-		}
-	}
-	return b
-}
-
-// Vectors from the digest section 9 (RFC 3720 App. B.4 and RFC 5044 Fig. 5/6).
-var vectors = []struct {
+// crcVector is one CRC32c vector: input, value, wire bytes.
+type crcVector struct {
 	name string
 	in   []byte
 	crc  uint32
 	wire []byte
-}{
-	{"check 123456789", []byte("123456789"), 0xE3069283, []byte{0x83, 0x92, 0x06, 0xE3}},
-	{"32x00", bytes.Repeat([]byte{0}, 32), 0x8A9136AA, []byte{0xAA, 0x36, 0x91, 0x8A}},
-	{"32xFF", bytes.Repeat([]byte{0xFF}, 32), 0x62A8AB43, []byte{0x43, 0xAB, 0xA8, 0x62}},
-	{"00..1F", seq(0, 0x1F), 0x46DD794E, []byte{0x4E, 0x79, 0xDD, 0x46}},
-	{"1F..00", seq(0x1F, 0), 0x113FDB5C, []byte{0x5C, 0xDB, 0x3F, 0x11}},
-	{"RFC5044 Fig5", append(append([]byte{0, 0, 0, 0, 0x00, 0x2A, 0x41, 0x43}, make([]byte, 8)...), append([]byte{0, 0, 0, 1}, make([]byte, 28)...)...), 0x83992352, []byte{0x52, 0x23, 0x99, 0x83}},
+}
+
+// loadVectors reads the CRC32c vectors of wire/testdata/vectors.txt
+// (docs/spec/vectors.md#crc32c): RFC 3720 App. B.4, the check value, and
+// the CRC-covered bytes of RFC 5044 Fig. 5 and 6 (marker included).
+func loadVectors(t *testing.T) []crcVector {
+	t.Helper()
+	var out []crcVector
+	for _, v := range vectors.Kind(t, "crc32c", "crc32c-check", "crc32c-zeros", "crc32c-ones", "crc32c-incrementing", "crc32c-decrementing") {
+		out = append(out, crcVector{v.Name, v.Bytes(t, "in"), v.Uint32(t, "crc"), v.Bytes(t, "wire")})
+	}
+	for _, v := range vectors.Kind(t, "fpdu-markers", "rfc5044-fig5", "rfc5044-fig6") {
+		b := v.Bytes(t, "bytes")
+		if len(b) != 52 {
+			t.Fatalf("%s: %d bytes, want 52", v.Name, len(b))
+		}
+		out = append(out, crcVector{v.Name, b[:48], v.Uint32(t, "crc"), b[48:]})
+	}
+	return out
 }
 
 func TestVectors(t *testing.T) {
-	for _, v := range vectors {
+	for _, v := range loadVectors(t) {
 		t.Run(v.name, func(t *testing.T) {
 			if got := Checksum(v.in); got != v.crc {
 				t.Fatalf("Checksum = %#08x, want %#08x", got, v.crc)
@@ -59,10 +59,17 @@ func TestVectors(t *testing.T) {
 	}
 }
 
+func TestResidueVector(t *testing.T) {
+	if want := vectors.Get(t, "crc32c-residue").Uint32(t, "crc"); Residue != want {
+		t.Fatalf("Residue = %#08x, vector %#08x", Residue, want)
+	}
+}
+
 func TestFig5Length(t *testing.T) {
-	// Guard the hand-built Fig. 5 vector: 48 covered bytes.
-	if n := len(vectors[5].in); n != 48 {
-		t.Fatalf("Fig. 5 vector has %d bytes, want 48", n)
+	// Guard the Fig. 5 vector: 48 covered bytes, starting with the marker.
+	in := vectors.Get(t, "rfc5044-fig5").Bytes(t, "bytes")[:48]
+	if !bytes.Equal(in[:8], []byte{0, 0, 0, 0, 0x00, 0x2A, 0x41, 0x43}) {
+		t.Fatalf("Fig. 5 vector starts % x", in[:8])
 	}
 }
 

@@ -4,37 +4,21 @@ import (
 	"bytes"
 	"encoding/hex"
 	"math/rand/v2"
-	"strings"
 	"testing"
 
 	"xrnic/wire/term"
+	"xrnic/wire/wiretest/vectors"
 )
 
-// FPDUs of digest §9, copied verbatim (MPA length, ULPDU, pad, CRC).
-var vectors = map[string]string{
-	"send-hello":      "00 17 41 43 00 00 00 00 00 00 00 00 00 00 00 01 00 00 00 00 68 65 6c 6c 6f 00 00 00 b9 90 b1 0c",
-	"send-se-inv":     "00 17 41 46 ca fe 00 01 00 00 00 00 00 00 00 02 00 00 00 00 68 65 6c 6c 6f 00 00 00 14 0b 89 3d",
-	"write-hello":     "00 13 c1 40 00 00 12 34 00 00 00 00 00 00 10 00 68 65 6c 6c 6f 00 00 00 af 51 be ba",
-	"write-rtr":       "00 0e c1 40 00 00 00 01 00 00 00 00 00 00 00 00 eb d3 4c 5f",
-	"read-rtr":        "00 2e 41 41 00 00 00 00 00 00 00 01 00 00 00 01 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 01 00 00 00 00 00 00 00 00 ba 10 e3 c9",
-	"atomic-fetchadd": "00 46 41 4a 00 00 00 00 00 00 00 01 00 00 00 01 00 00 00 00 00 00 00 00 11 22 33 44 ab cd 01 00 00 00 00 00 00 00 10 00 00 00 00 00 00 00 00 01 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 ff ff ff ff ff ff ff ff 09 90 a4 a5",
-	"atomic-response": "00 1e 41 4b 00 00 00 00 00 00 00 03 00 00 00 01 00 00 00 00 11 22 33 44 00 00 00 00 00 00 00 2a a0 34 c0 40",
-	"immediate":       "00 1a 41 48 00 00 00 00 00 00 00 00 00 00 00 01 00 00 00 00 01 02 03 04 05 06 07 08 06 c2 28 05",
-	"terminate":       "00 2a 41 47 00 00 00 00 00 00 00 02 00 00 00 01 00 00 00 00 02 07 c0 00 00 46 41 4a 00 00 00 00 00 00 00 01 00 00 00 01 00 00 00 00 86 a8 55 da",
-}
+// fpduNames are the CRC-on, marker-free FPDU vectors of
+// wire/testdata/vectors.txt (docs/spec/vectors.md#fpdus).
+var fpduNames = []string{"send-hello", "send-se-inv", "write-hello", "write-rtr", "read-rtr",
+	"atomic-fetchadd", "atomic-response", "immediate", "terminate"}
 
-// ulpdu returns the ULPDU of a digest FPDU (bytes 2 .. 2+ULPDU_Length).
+// ulpdu returns the ULPDU of an FPDU vector (bytes 2 .. 2+ULPDU_Length).
 func ulpdu(t testing.TB, name string) []byte {
 	t.Helper()
-	b, err := hex.DecodeString(strings.ReplaceAll(vectors[name], " ", ""))
-	if err != nil {
-		t.Fatal(err)
-	}
-	l := int(b[0])<<8 | int(b[1])
-	if pad := (4 - (2+l)%4) % 4; len(b) != 2+l+pad+4 {
-		t.Fatalf("%s: FPDU length %d does not match ULPDU_Length %d", name, len(b), l)
-	}
-	return b[2 : 2+l]
+	return vectors.ULPDU(t, name)
 }
 
 type untaggedWant struct {
@@ -262,8 +246,8 @@ func TestAllocs(t *testing.T) {
 }
 
 func FuzzParse(f *testing.F) {
-	for name := range vectors {
-		f.Add(ulpdu(f, name))
+	for _, v := range vectors.Kind(f, "fpdu", fpduNames...) {
+		f.Add(ulpdu(f, v.Name))
 	}
 	f.Add([]byte{})
 	f.Add([]byte{0x80})

@@ -2,46 +2,23 @@ package mpa
 
 import (
 	"bytes"
-	"encoding/hex"
 	"errors"
-	"strings"
 	"testing"
 
 	"xrnic/wire/crc32c"
 	"xrnic/wire/term"
+	"xrnic/wire/wiretest/vectors"
 )
 
-func unhex(t testing.TB, s string) []byte {
-	t.Helper()
-	b, err := hex.DecodeString(strings.Join(strings.Fields(s), ""))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
-}
-
-// FPDU vectors of digest section 9 (CRC on, no markers), as on the wire.
-var fpduVectors = []struct{ name, hex string }{
-	{"send hello", "00 17 41 43 00 00 00 00 00 00 00 00 00 00 00 01 00 00 00 00 68 65 6c 6c 6f 00 00 00 b9 90 b1 0c"},
-	{"send SE+inv hello", "00 17 41 46 ca fe 00 01 00 00 00 00 00 00 00 02 00 00 00 00 68 65 6c 6c 6f 00 00 00 14 0b 89 3d"},
-	{"write hello", "00 13 c1 40 00 00 12 34 00 00 00 00 00 00 10 00 68 65 6c 6c 6f 00 00 00 af 51 be ba"},
-	{"write RTR", "00 0e c1 40 00 00 00 01 00 00 00 00 00 00 00 00 eb d3 4c 5f"},
-	{"read RTR", `00 2e 41 41 00 00 00 00 00 00 00 01 00 00 00 01 00 00 00 00
-		00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 01 00 00 00 00 00 00 00 00 ba 10 e3 c9`},
-	{"atomic fetchadd", `00 46 41 4a 00 00 00 00 00 00 00 01 00 00 00 01 00 00 00 00
-		00 00 00 00 11 22 33 44 ab cd 01 00 00 00 00 00 00 00 10 00
-		00 00 00 00 00 00 00 01 00 00 00 00 00 00 00 00 00 00 00 00
-		00 00 00 00 ff ff ff ff ff ff ff ff 09 90 a4 a5`},
-	{"atomic response", "00 1e 41 4b 00 00 00 00 00 00 00 03 00 00 00 01 00 00 00 00 11 22 33 44 00 00 00 00 00 00 00 2a a0 34 c0 40"},
-	{"immediate data", "00 1a 41 48 00 00 00 00 00 00 00 00 00 00 00 01 00 00 00 00 01 02 03 04 05 06 07 08 06 c2 28 05"},
-	{"terminate", `00 2a 41 47 00 00 00 00 00 00 00 02 00 00 00 01 00 00 00 00
-		02 07 c0 00 00 46 41 4a 00 00 00 00 00 00 00 01 00 00 00 01 00 00 00 00 86 a8 55 da`},
-}
+// fpduNames are the CRC-on, marker-free FPDU vectors of
+// wire/testdata/vectors.txt (docs/spec/vectors.md#fpdus).
+var fpduNames = []string{"send-hello", "send-se-inv", "write-hello", "write-rtr", "read-rtr",
+	"atomic-fetchadd", "atomic-response", "immediate", "terminate"}
 
 func TestSealVectors(t *testing.T) {
-	for _, v := range fpduVectors {
-		t.Run(v.name, func(t *testing.T) {
-			want := unhex(t, v.hex)
+	for _, v := range vectors.Kind(t, "fpdu", fpduNames...) {
+		t.Run(v.Name, func(t *testing.T) {
+			want := vectors.FPDU(t, v.Name)
 			n := int(want[0])<<8 | int(want[1])
 			if FPDULen(n) != len(want) {
 				t.Fatalf("FPDULen(%d) = %d, vector has %d bytes", n, FPDULen(n), len(want))
@@ -94,8 +71,10 @@ func TestSealVectors(t *testing.T) {
 }
 
 func TestSealCRCDisabled(t *testing.T) {
-	want := unhex(t, fpduVectors[0].hex)
-	copy(want[len(want)-4:], []byte{0, 0, 0, 0})
+	want := vectors.FPDU(t, "send-hello-nocrc")
+	if !bytes.Equal(want[:len(want)-4], vectors.FPDU(t, "send-hello")[:len(want)-4]) || !bytes.Equal(want[len(want)-4:], []byte{0, 0, 0, 0}) {
+		t.Fatal("send-hello-nocrc is not send-hello with a zero CRC field")
+	}
 	b := make([]byte, len(want))
 	copy(b[2:], want[2:25])
 	b[len(b)-1] = 0x77
@@ -139,6 +118,18 @@ func TestPadLen(t *testing.T) {
 	}
 }
 
+// markerVector returns an fpdu-markers vector's bytes after checking its
+// CRC field against its crc value.
+func markerVector(t *testing.T, name string) []byte {
+	t.Helper()
+	v := vectors.Get(t, name)
+	b, crc := v.Bytes(t, "bytes"), v.Uint32(t, "crc")
+	if v.Kind != "fpdu-markers" || len(b) != 52 || crc32c.Wire(b[48:]) != crc {
+		t.Fatalf("%s: kind %s, %d bytes, CRC field % x vs %#08x", name, v.Kind, len(b), b[len(b)-4:], crc)
+	}
+	return b
+}
+
 // fig5ULPDU is the 42-byte ULPDU of RFC 5044 Fig. 5 (Send, QN 0, MSN msn, 24 zero bytes).
 func fig5ULPDU(msn byte) []byte {
 	u := make([]byte, 42)
@@ -148,10 +139,7 @@ func fig5ULPDU(msn byte) []byte {
 }
 
 func TestRFC5044Fig5(t *testing.T) {
-	want := make([]byte, 52)
-	want[5] = 0x2A
-	copy(want[6:], fig5ULPDU(1))
-	copy(want[48:], []byte{0x52, 0x23, 0x99, 0x83})
+	want := markerVector(t, "rfc5044-fig5")
 	for _, start := range []uint32{0, 11, 0xFFFFFFFE} {
 		f := NewFramer(FramerConfig{SeqStart: start, Markers: true, CRC: true})
 		if f.HeaderLen() != 6 || f.WireLen(42) != 52 {
@@ -179,10 +167,7 @@ func TestRFC5044Fig6(t *testing.T) {
 	first := make([]byte, 482)
 	first[0], first[1] = 0x41, 0x43
 	first[13] = 1
-	want := unhex(t, `00 2a 41 43 00 00 00 00 00 00 00 00 00 00 00 02 00 00 00 00
-		00 00 00 14
-		00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00
-		84 92 58 98`)
+	want := markerVector(t, "rfc5044-fig6")
 	var start uint32 = 0xFFFFFF00 // wraps inside the second FPDU
 	f := NewFramer(FramerConfig{SeqStart: start, Markers: true, CRC: true})
 	stream := make([]byte, 1024)
@@ -240,11 +225,10 @@ func TestRFC5044Fig6(t *testing.T) {
 	}
 }
 
-// MPA frame vectors of digest section 9.
+// TestFrameVectors: the MPA frame vectors (docs/spec/vectors.md#mpa-frames).
 func TestFrameVectors(t *testing.T) {
-	rev1 := unhex(t, "4d 50 41 20 49 44 20 52 65 71 20 46 72 61 6d 65 40 01 00 00")
-	req2 := unhex(t, "4d 50 41 20 49 44 20 52 65 71 20 46 72 61 6d 65 50 02 00 04 80 10 c0 10")
-	rep2 := unhex(t, "4d 50 41 20 49 44 20 52 65 70 20 46 72 61 6d 65 50 02 00 04 80 10 80 10")
+	v := vectors.Kind(t, "mpa-frame", "mpa-request-rev1", "mpa-request-rev2", "mpa-reply-rev2")
+	rev1, req2, rep2 := v[0].Bytes(t, "bytes"), v[1].Bytes(t, "bytes"), v[2].Bytes(t, "bytes")
 
 	f, err := ParseFrame(rev1, Request)
 	if err != nil || !f.IsRequest() || f.M() || !f.C() || f.R() || f.S() || f.Rev() != 1 || f.PDLength() != 0 || f.IsEnhanced() {

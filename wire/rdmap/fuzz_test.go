@@ -6,6 +6,7 @@ import (
 
 	"xrnic/wire/ddp"
 	"xrnic/wire/term"
+	"xrnic/wire/wiretest/vectors"
 )
 
 // FuzzClassify feeds arbitrary DDP segments to Classify. A segment it
@@ -14,8 +15,8 @@ import (
 // the fields the encoders legitimately normalise: reserved bits and the
 // Invalidate STag of messages that have none).
 func FuzzClassify(f *testing.F) {
-	for name := range vectors {
-		f.Add(ulpdu(f, name))
+	for _, v := range vectors.Kind(f, "fpdu", fpduNames...) {
+		f.Add(ulpdu(f, v.Name))
 	}
 	f.Add([]byte{0x41, 0x4A, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 1, 0, 0, 0, 0})
 	f.Fuzz(func(t *testing.T, b []byte) {

@@ -164,11 +164,11 @@ func PutTerminateParts(b []byte, e *term.Error, p term.Parts, segLen uint16, ddp
 //     Data 8, Atomic Request 52, Atomic Response 12 bytes of DDP
 //     payload) must be a single segment: MO other than 0
 //     → term.DDPUntaggedInvalidMO; L clear or a payload of another size
-//     → term.RDMAPOperationUnspecified (digest §2.11 last row: the engine,
-//     which knows the receive buffer, may report DDPUntaggedTooLong for an
-//     oversized Immediate Data first).
+//     → term.RDMAPOperationUnspecified (docs/spec/rfc7306.md#errors, last
+//     row: the engine, which knows the receive buffer, may report
+//     DDPUntaggedTooLong for an oversized Immediate Data first).
 //  6. Atomic Request AOpCode other than FetchAdd (0) or CmpSwap (2)
-//     → term.RDMAPUnexpectedOpCode (digest §2.11 [inferred]).
+//     → term.RDMAPUnexpectedOpCode (docs/spec/rfc7306.md#errors, inferred).
 //
 // MSN, MO of multi-segment messages, buffers and STags are checked by the
 // engine.

@@ -24,8 +24,9 @@
 // a message with a fixed RDMAP header (Read Request, Terminate, Immediate
 // Data, Atomic Request/Response) must arrive as one segment (MO 0, L set)
 // with exactly its header as payload; a wrong length is reported as RDMAP
-// Remote Operation "unspecified" (term.RDMAPOperationUnspecified, digest
-// §2.11 for Immediate Data), an MO other than 0 as term.DDPUntaggedInvalidMO.
+// Remote Operation "unspecified" (term.RDMAPOperationUnspecified;
+// docs/spec/rfc7306.md#errors for Immediate Data), an MO other than 0 as
+// term.DDPUntaggedInvalidMO.
 package rdmap
 
 import (

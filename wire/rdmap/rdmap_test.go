@@ -2,43 +2,26 @@ package rdmap
 
 import (
 	"bytes"
-	"encoding/hex"
 	"math/rand/v2"
-	"strings"
 	"testing"
 
 	"xrnic/wire/ddp"
 	"xrnic/wire/term"
+	"xrnic/wire/wiretest/vectors"
 )
 
-// FPDUs of digest §9, copied verbatim (MPA length, ULPDU, pad, CRC).
-var vectors = map[string]string{
-	"send-hello":      "00 17 41 43 00 00 00 00 00 00 00 00 00 00 00 01 00 00 00 00 68 65 6c 6c 6f 00 00 00 b9 90 b1 0c",
-	"send-se-inv":     "00 17 41 46 ca fe 00 01 00 00 00 00 00 00 00 02 00 00 00 00 68 65 6c 6c 6f 00 00 00 14 0b 89 3d",
-	"write-hello":     "00 13 c1 40 00 00 12 34 00 00 00 00 00 00 10 00 68 65 6c 6c 6f 00 00 00 af 51 be ba",
-	"write-rtr":       "00 0e c1 40 00 00 00 01 00 00 00 00 00 00 00 00 eb d3 4c 5f",
-	"read-rtr":        "00 2e 41 41 00 00 00 00 00 00 00 01 00 00 00 01 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 01 00 00 00 00 00 00 00 00 ba 10 e3 c9",
-	"atomic-fetchadd": "00 46 41 4a 00 00 00 00 00 00 00 01 00 00 00 01 00 00 00 00 00 00 00 00 11 22 33 44 ab cd 01 00 00 00 00 00 00 00 10 00 00 00 00 00 00 00 00 01 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 ff ff ff ff ff ff ff ff 09 90 a4 a5",
-	"atomic-response": "00 1e 41 4b 00 00 00 00 00 00 00 03 00 00 00 01 00 00 00 00 11 22 33 44 00 00 00 00 00 00 00 2a a0 34 c0 40",
-	"immediate":       "00 1a 41 48 00 00 00 00 00 00 00 00 00 00 00 01 00 00 00 00 01 02 03 04 05 06 07 08 06 c2 28 05",
-	"terminate":       "00 2a 41 47 00 00 00 00 00 00 00 02 00 00 00 01 00 00 00 00 02 07 c0 00 00 46 41 4a 00 00 00 00 00 00 00 01 00 00 00 01 00 00 00 00 86 a8 55 da",
-}
+// fpduNames are the CRC-on, marker-free FPDU vectors.
+var fpduNames = []string{"send-hello", "send-se-inv", "write-hello", "write-rtr", "read-rtr",
+	"atomic-fetchadd", "atomic-response", "immediate", "terminate"}
 
-// ulpdu returns the ULPDU of a digest FPDU (bytes 2 .. 2+ULPDU_Length).
+// ulpdu returns the ULPDU of an FPDU vector of wire/testdata/vectors.txt
+// (docs/spec/vectors.md#fpdus).
 func ulpdu(t testing.TB, name string) []byte {
 	t.Helper()
-	b, err := hex.DecodeString(strings.ReplaceAll(vectors[name], " ", ""))
-	if err != nil || len(b) < 2 {
-		t.Fatalf("%s: %v", name, err)
-	}
-	l := int(b[0])<<8 | int(b[1])
-	if pad := (4 - (2+l)%4) % 4; len(b) != 2+l+pad+4 {
-		t.Fatalf("%s: FPDU length %d does not match ULPDU_Length %d", name, len(b), l)
-	}
-	return b[2 : 2+l]
+	return vectors.ULPDU(t, name)
 }
 
-// TestVectorsEncode: each encoder reproduces the digest's ULPDU bytes.
+// TestVectorsEncode: each encoder reproduces the vectors' ULPDU bytes.
 func TestVectorsEncode(t *testing.T) {
 	hello := func(b []byte, n int, err error) (int, error) {
 		if err == nil {
@@ -89,12 +72,14 @@ func TestVectorsEncode(t *testing.T) {
 			t.Errorf("%s: short buffer gives %v", tt.name, err)
 		}
 	}
-	if len(vectors) != len(tests) {
-		t.Errorf("%d vectors, %d encoder tests", len(vectors), len(tests))
+	var names []string
+	for _, tt := range tests {
+		names = append(names, tt.name)
 	}
+	vectors.Kind(t, "fpdu", names...) // every FPDU vector has an encoder test
 }
 
-// TestVectorsParse: parsing the digest's ULPDUs yields the documented fields.
+// TestVectorsParse: parsing the vectors' ULPDUs yields the documented fields.
 func TestVectorsParse(t *testing.T) {
 	parse := func(name string, want OpCode) ddp.Segment {
 		t.Helper()

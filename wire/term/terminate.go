@@ -16,8 +16,10 @@ import (
 //	...    Terminated RDMA Header: 28 bytes (a Read Request header), iff R
 //
 // Omitted parts take no space: M/D/R clear and the bytes left out, the
-// reading of siw and Wireshark (digest §3.3). With R but not D the RDMA
-// header follows the control word directly.
+// reading of siw and Wireshark (docs/spec/rdmap.md#terminate). With R but
+// not D the RDMA header follows the control word directly. This is the RFC
+// layout; what Linux siw transmits differs (little-endian bitfields:
+// docs/spec/interop.md#siw-terminate).
 const (
 	// ControlLen is the length of the Terminate Control word (with the
 	// 13 reserved bits): the smallest Terminate header.
@@ -87,7 +89,8 @@ var (
 )
 
 // Include decides which optional parts a Terminate reporting e carries
-// (RFC 5040 §4.8 Fig. 10 and §7.1; RFC 7306 §8, digest §2.11, §3.3).
+// (RFC 5040 §4.8 Fig. 10 and §7.1; RFC 7306 §8;
+// docs/spec/rdmap.md#terminate-parts, docs/spec/rfc7306.md#errors).
 //
 // offending is the whole incoming DDP segment the error is tied to, or nil
 // when the error is not tied to an incoming message (for example it arose
@@ -217,8 +220,9 @@ func hdrCt(p Parts) uint32 {
 // PutFor writes the Terminate header reporting e about the offending DDP
 // segment (nil if none) with the parts chosen by Include: the DDP Segment
 // Length is len(offending), the whole segment as DDP handed it up (RFC 5040
-// §4.8; digest §9 vector; siw reports the payload length instead), the DDP
-// header and RDMA header are copied from the segment. For a partly served Read Request, whose RDMA header must be
+// §4.8; docs/spec/vectors.md#fpdus; siw reports the payload length
+// instead, docs/spec/interop.md#siw-terminate), the DDP header and RDMA
+// header are copied from the segment. For a partly served Read Request, whose RDMA header must be
 // updated (RFC 5040 §4.8), use PutHeader.
 func PutFor(b []byte, e *Error, offending []byte) (int, error) {
 	p := Include(e, offending)
@@ -238,8 +242,9 @@ type Header []byte
 // DDP header, that header's own T bit.
 //
 // One tolerance: siw sets R on protection errors for Sends with Invalidate
-// but attaches no RDMA header (digest §8); a header that ends right where
-// the RDMA header should start is accepted and RDMAHeader returns nil.
+// but attaches no RDMA header (docs/spec/interop.md#siw-terminate); a
+// header that ends right where the RDMA header should start is accepted and
+// RDMAHeader returns nil.
 func ParseHeader(b []byte) (Header, error) {
 	if len(b) < ControlLen {
 		return nil, ErrTruncated

@@ -6,6 +6,8 @@ import (
 	"math/rand/v2"
 	"strings"
 	"testing"
+
+	"xrnic/wire/wiretest/vectors"
 )
 
 func unhex(t testing.TB, s string) []byte {
@@ -17,24 +19,16 @@ func unhex(t testing.TB, s string) []byte {
 	return b
 }
 
-// ULPDUs (FPDU bytes 2 .. 2+ULPDU_Length) of digest §9 vectors.
-const (
-	atomicULPDU = "41 4a 00 00 00 00 00 00 00 01 00 00 00 01 00 00 00 00" +
-		" 00 00 00 00 11 22 33 44 ab cd 01 00 00 00 00 00 00 00 10 00" +
-		" 00 00 00 00 00 00 00 01 00 00 00 00 00 00 00 00 00 00 00 00" +
-		" 00 00 00 00 ff ff ff ff ff ff ff ff"
-	terminateULPDU = "41 47 00 00 00 00 00 00 00 02 00 00 00 01 00 00 00 00" +
-		" 02 07 c0 00 00 46 41 4a 00 00 00 00 00 00 00 01 00 00 00 01 00 00 00 00"
-	readRTRULPDU = "41 41 00 00 00 00 00 00 00 01 00 00 00 01 00 00 00 00" +
-		" 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 01 00 00 00 00 00 00 00 00"
-	writeULPDU   = "c1 40 00 00 12 34 00 00 00 00 00 00 10 00 68 65 6c 6c 6f"
-	sendULPDU    = "41 43 00 00 00 00 00 00 00 00 00 00 00 01 00 00 00 00 68 65 6c 6c 6f"
-	sendInvULPDU = "41 46 ca fe 00 01 00 00 00 00 00 00 00 02 00 00 00 00 68 65 6c 6c 6f"
-)
+// ulpdu returns the ULPDU (FPDU bytes 2 .. 2+ULPDU_Length) of an FPDU
+// vector of wire/testdata/vectors.txt (docs/spec/vectors.md#fpdus).
+func ulpdu(t testing.TB, name string) []byte {
+	t.Helper()
+	return vectors.ULPDU(t, name)
+}
 
 func TestTerminateVector(t *testing.T) {
-	offending := unhex(t, atomicULPDU)
-	want := unhex(t, terminateULPDU)[18:] // the Terminate header after its own DDP header
+	offending := ulpdu(t, "atomic-fetchadd")
+	want := ulpdu(t, "terminate")[18:] // the Terminate header after its own DDP header
 	if len(offending) != 70 {
 		t.Fatalf("offending len %d", len(offending))
 	}
@@ -69,11 +63,11 @@ func TestTerminateVector(t *testing.T) {
 // TestInclude is RFC 5040 Fig. 10 (+ §4.8 "not present for Local
 // Catastrophic", RFC 7306 §8) as a table.
 func TestInclude(t *testing.T) {
-	atomic := unhex(t, atomicULPDU)
-	read := unhex(t, readRTRULPDU)
-	write := unhex(t, writeULPDU)
-	send := unhex(t, sendULPDU)
-	sendInv := unhex(t, sendInvULPDU)
+	atomic := ulpdu(t, "atomic-fetchadd")
+	read := ulpdu(t, "read-rtr")
+	write := ulpdu(t, "write-hello")
+	send := ulpdu(t, "send-hello")
+	sendInv := ulpdu(t, "send-se-inv")
 	shortRead := read[:30] // Read Request with a truncated RDMA header
 	huge := make([]byte, 70000)
 	copy(huge, send)
@@ -127,8 +121,9 @@ func TestInclude(t *testing.T) {
 }
 
 func TestPutForLayers(t *testing.T) {
-	read := unhex(t, readRTRULPDU)
-	write := unhex(t, writeULPDU)
+	read := ulpdu(t, "read-rtr")
+	write := ulpdu(t, "write-hello")
+	readHex := hex.EncodeToString(read)
 	tests := []struct {
 		e         *Error
 		offending []byte
@@ -137,8 +132,8 @@ func TestPutForLayers(t *testing.T) {
 		{MPACRCError, write, "20020000"},
 		{RDMAPLocalCatastrophic, nil, "00000000"},
 		{DDPTaggedBaseBounds, write, "1101c000" + "0013" + "c14000001234000000000000" + "1000"},
-		{RDMAPInvalidSTag, read, "0100e000" + "002e" + readRTRULPDU},
-		{DDPUntaggedInvalidQN, read, "1201c000" + "002e" + readRTRULPDU[:18*3]},
+		{RDMAPInvalidSTag, read, "0100e000" + "002e" + readHex},
+		{DDPUntaggedInvalidQN, read, "1201c000" + "002e" + readHex[:18*2]},
 	}
 	for _, tt := range tests {
 		b := make([]byte, MaxHeaderLen+10)
@@ -163,7 +158,7 @@ func TestPutForLayers(t *testing.T) {
 
 func TestPutHeaderErrors(t *testing.T) {
 	b := make([]byte, MaxHeaderLen)
-	ddp := unhex(t, sendULPDU)
+	ddp := ulpdu(t, "send-hello")
 	rdma := make([]byte, 28)
 	tests := []struct {
 		name      string
@@ -193,7 +188,7 @@ func TestPutHeaderErrors(t *testing.T) {
 }
 
 func TestParseHeaderErrors(t *testing.T) {
-	good := unhex(t, terminateULPDU)[18:] // M D, untagged DDP header: 24 bytes
+	good := ulpdu(t, "terminate")[18:] // M D, untagged DDP header: 24 bytes
 	for n := 0; n < len(good); n++ {
 		if _, err := ParseHeader(good[:n]); err != ErrTruncated {
 			t.Errorf("len %d: %v", n, err)
@@ -213,7 +208,9 @@ func TestParseHeaderErrors(t *testing.T) {
 	if _, err := ParseHeader(tagged[:len(tagged)-1]); err != ErrTruncated {
 		t.Errorf("tagged truncated: %v", err)
 	}
-	// siw: M D R set, only the DDP header present: accepted, no RDMA header.
+	// M D R set, only the DDP header present (siw's habit for Sends with
+	// Invalidate, here in the RFC layout; docs/spec/interop.md#siw-terminate):
+	// accepted, no RDMA header.
 	siw := append([]byte(nil), good...)
 	siw[0], siw[1], siw[2] = 0x11, 0x09, 0xE0
 	d, err := Decode(siw)
@@ -298,7 +295,7 @@ func TestRoundTripRandom(t *testing.T) {
 }
 
 func TestAllocs(t *testing.T) {
-	offending := unhex(t, readRTRULPDU)
+	offending := ulpdu(t, "read-rtr")
 	b := make([]byte, MaxHeaderLen)
 	var sink int
 	if n := testing.AllocsPerRun(100, func() {
@@ -314,9 +311,9 @@ func TestAllocs(t *testing.T) {
 }
 
 func FuzzDecode(f *testing.F) {
-	f.Add(unhex(f, terminateULPDU)[18:])
+	f.Add(ulpdu(f, "terminate")[18:])
 	f.Add(unhex(f, "1101c000 0013 c14000001234000000000000 1000"))
-	f.Add(unhex(f, "0100e000 002e"+readRTRULPDU))
+	f.Add(append(unhex(f, "0100e000 002e"), ulpdu(f, "read-rtr")...))
 	f.Add([]byte{0x20, 0x02, 0, 0})
 	f.Fuzz(func(t *testing.T, b []byte) {
 		d, err := Decode(b)
@@ -350,7 +347,7 @@ func FuzzDecode(f *testing.F) {
 }
 
 func BenchmarkDecode(b *testing.B) {
-	h := unhex(b, terminateULPDU)[18:]
+	h := ulpdu(b, "terminate")[18:]
 	b.ReportAllocs()
 	var sink int
 	for b.Loop() {
@@ -361,7 +358,7 @@ func BenchmarkDecode(b *testing.B) {
 }
 
 func BenchmarkPutFor(b *testing.B) {
-	offending := unhex(b, atomicULPDU)
+	offending := ulpdu(b, "atomic-fetchadd")
 	buf := make([]byte, MaxHeaderLen)
 	b.ReportAllocs()
 	for b.Loop() {

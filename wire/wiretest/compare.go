@@ -29,7 +29,7 @@ type Check struct {
 func (c Check) OK() bool { return len(c.Mismatches) == 0 }
 
 // Documented behaviour of the tshark 4.0 iWARP dissectors that the
-// comparison models (digest §2.13, §8).
+// comparison models (docs/spec/interop.md#tshark).
 const (
 	NoteImmediate = "tshark 4.0 does not know opcodes 0x8/0x9 (shows \"Unknown\", " +
 		"does not decode the 8 bytes of Immediate Data); framing and CRC go on"

@@ -95,8 +95,9 @@ func fpduByName(t *testing.T, s *wiretest.Session, name string) wiretest.FPDU {
 //     CRC, so framing is kept.
 //   - Atomic Response: the 8-byte Original Remote Data Value is right under
 //     iwarp_rdma.atomic.original_remote_data_value but labelled "Original
-//     Request Identifier"; the 4-byte offset slip of digest §2.13 is
-//     invisible because nothing follows the header.
+//     Request Identifier"; the 4-byte offset slip of the dissector
+//     (docs/spec/interop.md#tshark) is invisible because nothing follows
+//     the header.
 //   - Terminate: the terminated DDP header is cut at 14 bytes when EType is
 //     1 and 18 otherwise, whatever the layer and the header's T bit; our
 //     RDMAP Remote Protection (EType 1) Terminate of an untagged Read
