@@ -10,6 +10,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"xrnic/bpf"
+	"xrnic/internal/netnstest"
 	"xrnic/wire/tcp"
 )
 
@@ -26,7 +27,7 @@ type xdpMD struct {
 // mode: the redirect really happens), so RX can be measured without a
 // sender in the loop.
 func (r *rig) inject(tb testing.TB, frame []byte, n int) {
-	inNetns(tb, r.pair.nsA, func() {
+	netnstest.Do(tb, r.pair.NSA, func() {
 		opts := ebpf.RunOptions{
 			Data:    frame,
 			Repeat:  uint32(n),

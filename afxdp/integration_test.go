@@ -8,7 +8,6 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"runtime"
 	"slices"
 	"strconv"
 	"testing"
@@ -17,6 +16,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"xrnic/bpf"
+	"xrnic/internal/netns"
+	"xrnic/internal/netnstest"
 	"xrnic/wire/eth"
 	"xrnic/wire/ipv4"
 	"xrnic/wire/tcp"
@@ -30,7 +31,7 @@ const (
 // rig is a veth pair with the steering program on end A and one AF_XDP
 // socket per queue of A sharing one UMEM.
 type rig struct {
-	pair  *vethPair
+	pair  *netnstest.Pair
 	idxA  int
 	idxB  int
 	prog  *bpf.Program
@@ -42,11 +43,11 @@ type rig struct {
 
 func newRig(t testing.TB, queues int, mode bpf.Mode, so SocketOptions) *rig {
 	t.Helper()
-	requireRoot(t)
+	netnstest.RequireRoot(t, true)
 	r := &rig{pair: newVethPair(t, queues), batch: make([]Desc, 64)}
-	r.idxA = ifindex(t, r.pair.nsA, r.pair.devA)
-	r.idxB = ifindex(t, r.pair.nsB, r.pair.devB)
-	inNetns(t, r.pair.nsA, func() {
+	r.idxA = netnstest.Ifindex(t, r.pair.NSA, r.pair.DevA)
+	r.idxB = netnstest.Ifindex(t, r.pair.NSB, r.pair.DevB)
+	netnstest.Do(t, r.pair.NSA, func() {
 		var err error
 		if r.prog, err = bpf.Load(bpf.Options{}); err != nil {
 			t.Fatal(err)
@@ -168,7 +169,7 @@ func parseTCP(pkt []byte) (ipv4.Header, tcp.Header, bool) {
 func packetSocket(t testing.TB, ns string, idx int) int {
 	t.Helper()
 	var fd int
-	inNetns(t, ns, func() {
+	netnstest.Do(t, ns, func() {
 		var err error
 		fd, err = unix.Socket(unix.AF_PACKET, unix.SOCK_RAW|unix.SOCK_CLOEXEC, int(htons(unix.ETH_P_ALL)))
 		if err != nil {
@@ -186,26 +187,41 @@ func packetSocket(t testing.TB, ns string, idx int) int {
 
 func htons(v uint16) uint16 { return v<<8 | v>>8 }
 
+// peerRecv passes the TCP segments the peer receives on packet socket pfd
+// (its own transmissions skipped) to done, kicking s while none arrive,
+// until done returns true (peerRecv then does) or 5 seconds passed.
+func peerRecv(t testing.TB, pfd int, s *Socket, buf []byte, done func(tcp.Header) bool) bool {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); {
+		n, from, err := unix.Recvfrom(pfd, buf, 0)
+		if err == unix.EAGAIN || err == unix.EINTR {
+			s.Kick()
+			continue
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ll, ok := from.(*unix.SockaddrLinklayer); ok && ll.Pkttype == unix.PACKET_OUTGOING {
+			continue
+		}
+		if _, seg, ok := parseTCP(buf[:n]); ok && done(seg) {
+			return true
+		}
+	}
+	return false
+}
+
 // dialIn dials addr from namespace ns on its own goroutine.
 func dialIn(ns, addr string) <-chan error {
 	ch := make(chan error, 1)
 	go func() {
-		runtime.LockOSThread() // never unlocked: the thread dies with the goroutine
-		fd, err := unix.Open("/run/netns/"+ns, unix.O_RDONLY|unix.O_CLOEXEC, 0)
-		if err != nil {
-			ch <- err
-			return
-		}
-		defer unix.Close(fd)
-		if err := unix.Setns(fd, unix.CLONE_NEWNET); err != nil {
-			ch <- err
-			return
-		}
-		c, err := net.DialTimeout("tcp", addr, 5*time.Second)
-		if err == nil {
-			c.Close()
-		}
-		ch <- err
+		ch <- netns.Do(ns, func() error {
+			c, err := net.DialTimeout("tcp", addr, 5*time.Second)
+			if err == nil {
+				c.Close()
+			}
+			return err
+		})
 	}()
 	return ch
 }
@@ -219,7 +235,7 @@ func TestIntegrationHandshake(t *testing.T) {
 	if r.att.Mode != bpf.ModeGeneric {
 		t.Errorf("auto mode on veth chose %v, want generic", r.att.Mode)
 	}
-	dialed := dialIn(r.pair.nsB, net.JoinHostPort(net.IP(ipA[:]).String(), strconv.Itoa(steeredPort)))
+	dialed := dialIn(r.pair.NSB, net.JoinHostPort(net.IP(ipA[:]).String(), strconv.Itoa(steeredPort)))
 
 	var synSeq uint32
 	var sport uint16
@@ -297,7 +313,7 @@ func waitComplete(s *Socket, n int) int {
 func TestIntegrationKernelTCP(t *testing.T) {
 	r := newRig(t, 1, bpf.ModeAuto, SocketOptions{})
 	var ln net.Listener
-	inNetns(t, r.pair.nsA, func() {
+	netnstest.Do(t, r.pair.NSA, func() {
 		var err error
 		if ln, err = net.Listen("tcp", net.JoinHostPort(net.IP(ipA[:]).String(), strconv.Itoa(kernelPort))); err != nil {
 			t.Fatal(err)
@@ -319,18 +335,11 @@ func TestIntegrationKernelTCP(t *testing.T) {
 	}
 	errc := make(chan error, 1)
 	go func() {
-		runtime.LockOSThread()
-		fd, err := unix.Open("/run/netns/"+r.pair.nsB, unix.O_RDONLY|unix.O_CLOEXEC, 0)
-		if err == nil {
-			err = unix.Setns(fd, unix.CLONE_NEWNET)
-			unix.Close(fd)
-		}
-		if err != nil {
-			errc <- err
-			return
-		}
-		c, err := net.DialTimeout("tcp", ln.Addr().String(), 5*time.Second)
-		if err != nil {
+		var c net.Conn
+		if err := netns.Do(r.pair.NSB, func() (err error) {
+			c, err = net.DialTimeout("tcp", ln.Addr().String(), 5*time.Second)
+			return err
+		}); err != nil {
 			errc <- err
 			return
 		}
@@ -371,7 +380,7 @@ func testManyFrames(t *testing.T, mode bpf.Mode) {
 	if !r.socks[1].SharedUMEM() || r.socks[0].SharedUMEM() {
 		t.Fatalf("second socket should share the first one's UMEM")
 	}
-	pfd := packetSocket(t, r.pair.nsB, r.idxB)
+	pfd := packetSocket(t, r.pair.NSB, r.idxB)
 	const total, burst = 4000, 32
 	frame := make([]byte, 128)
 	t.Run("rx", func(t *testing.T) {
@@ -443,29 +452,16 @@ func testManyFrames(t *testing.T, mode bpf.Mode) {
 				t.Fatalf("TX ring took %d of %d", n, burst)
 			}
 			seen := 0
-			deadline := time.Now().Add(5 * time.Second)
-			for seen < burst && time.Now().Before(deadline) {
-				n, from, err := unix.Recvfrom(pfd, buf, 0)
-				if err == unix.EAGAIN || err == unix.EINTR {
-					s.Kick()
-					continue
+			peerRecv(t, pfd, s, buf, func(seg tcp.Header) bool {
+				if seg.SrcPort() != steeredPort || seg.DstPort() != 9 {
+					return false
 				}
-				if err != nil {
-					t.Fatal(err)
-				}
-				if ll, ok := from.(*unix.SockaddrLinklayer); ok && ll.Pkttype == unix.PACKET_OUTGOING {
-					continue
-				}
-				_, seg, ok := parseTCP(buf[:n])
-				if !ok || seg.SrcPort() != steeredPort || seg.DstPort() != 9 {
-					continue
-				}
-				v := binary.BigEndian.Uint64(seg.Payload())
-				if v != uint64(sent+seen) {
+				if v := binary.BigEndian.Uint64(seg.Payload()); v != uint64(sent+seen) {
 					t.Fatalf("peer got frame %d, want %d", v, sent+seen)
 				}
 				seen++
-			}
+				return seen == burst
+			})
 			got += seen
 			if seen < burst {
 				t.Fatalf("peer received %d of burst at %d", seen, sent)
@@ -486,9 +482,9 @@ func TestIntegrationJumbo(t *testing.T) {
 	if !s.MultiBuffer() {
 		t.Skip("kernel refused XDP_USE_SG: multi-buffer not available")
 	}
-	run(t, "-n", r.pair.nsA, "link", "set", r.pair.devA, "mtu", "9000")
-	run(t, "-n", r.pair.nsB, "link", "set", r.pair.devB, "mtu", "9000")
-	pfd := packetSocket(t, r.pair.nsB, r.idxB)
+	netnstest.IP(t, "-n", r.pair.NSA, "link", "set", r.pair.DevA, "mtu", "9000")
+	netnstest.IP(t, "-n", r.pair.NSB, "link", "set", r.pair.DevB, "mtu", "9000")
+	pfd := packetSocket(t, r.pair.NSB, r.idxB)
 	payload := make([]byte, 8000)
 	for i := range payload {
 		payload[i] = byte(i*13 + 1)
@@ -527,26 +523,16 @@ func TestIntegrationJumbo(t *testing.T) {
 	if s.Transmit(descs) != len(descs) {
 		t.Fatal("TX ring full")
 	}
-	buf := make([]byte, 10000)
-	deadline := time.Now().Add(5 * time.Second)
-	for time.Now().Before(deadline) {
-		m, from, err := unix.Recvfrom(pfd, buf, 0)
-		if err == unix.EAGAIN || err == unix.EINTR {
-			s.Kick()
-			continue
+	if peerRecv(t, pfd, s, make([]byte, 10000), func(seg tcp.Header) bool {
+		if seg.DstPort() != 9 {
+			return false
 		}
-		if err != nil {
-			t.Fatal(err)
+		if string(seg.Payload()) != string(payload) {
+			t.Fatalf("peer got a %d-byte jumbo payload that differs", len(seg.Payload()))
 		}
-		if ll, ok := from.(*unix.SockaddrLinklayer); ok && ll.Pkttype == unix.PACKET_OUTGOING {
-			continue
-		}
-		if _, seg, ok := parseTCP(buf[:m]); ok && seg.DstPort() == 9 {
-			if string(seg.Payload()) != string(payload) {
-				t.Fatalf("peer got a %d-byte jumbo payload that differs", len(seg.Payload()))
-			}
-			return
-		}
+		return true
+	}) {
+		return
 	}
 	st, _ := s.Stats()
 	t.Fatalf("peer never received the multi-buffer frame; stats %+v", st)

@@ -5,6 +5,7 @@ package bpf
 import (
 	"encoding/binary"
 	"errors"
+	"io"
 	"os"
 	"testing"
 
@@ -18,15 +19,22 @@ func load(t testing.TB) *Program {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root: loads an XDP program and runs it with BPF_PROG_TEST_RUN")
 	}
-	p, err := Load(Options{})
+	return mustLoad(t, func() (*Program, error) { return Load(Options{}) })
+}
+
+// mustLoad loads with load, skips when the kernel refuses BPF programs to
+// this process, and closes what it loaded when the test ends.
+func mustLoad[T io.Closer](t testing.TB, load func() (T, error)) T {
+	t.Helper()
+	x, err := load()
 	if errors.Is(err, unix.EPERM) {
 		t.Skipf("cannot load BPF programs here: %v", err)
 	}
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { p.Close() })
-	return p
+	t.Cleanup(func() { x.Close() })
+	return x
 }
 
 var (

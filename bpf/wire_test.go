@@ -8,11 +8,12 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
-	"runtime"
 	"testing"
 
 	"golang.org/x/sys/unix"
+
+	"xrnic/internal/netns"
+	"xrnic/internal/netnstest"
 )
 
 // tc verdicts the wire program returns.
@@ -23,36 +24,16 @@ const (
 
 // wireNS runs f on a locked thread in a fresh network namespace whose
 // loopback is up (the wire program's clones go out of it there, where
-// nothing listens), and removes the namespace afterwards.
+// nothing listens); the namespace is removed afterwards, and leftovers of
+// killed runs before.
 func wireNS(t *testing.T, f func(lo int) error) {
 	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("needs root: loads a tc program and runs it with BPF_PROG_TEST_RUN")
 	}
-	name := fmt.Sprintf("xrnicbpf-%d", os.Getpid())
-	exec.Command("ip", "netns", "del", name).Run()
-	if out, err := exec.Command("ip", "netns", "add", name).CombinedOutput(); err != nil {
-		t.Skipf("ip netns add: %v %s", err, out)
-	}
-	defer exec.Command("ip", "netns", "del", name).Run()
-	if out, err := exec.Command("ip", "-n", name, "link", "set", "lo", "up").CombinedOutput(); err != nil {
-		t.Fatalf("lo up: %v %s", err, out)
-	}
-	fd, err := unix.Open("/run/netns/"+name, unix.O_RDONLY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer unix.Close(fd)
-	done := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread() // never unlocked: the thread dies with the goroutine
-		if err := unix.Setns(fd, unix.CLONE_NEWNET); err != nil {
-			done <- err
-			return
-		}
-		done <- f(1)
-	}()
-	if err := <-done; err != nil {
+	netnstest.RequireRoot(t, false)
+	topo := netnstest.New(t, netns.Options{Prefix: "xrnicbpf-", Namespaces: []string{"wire"}})
+	if err := netnstest.In(t, topo.NS("wire"), func() error { return f(1) }); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -95,15 +76,7 @@ func tcpSum(f []byte) uint16 {
 
 func newWire(t *testing.T) *Wire {
 	t.Helper()
-	w, err := LoadWire()
-	if errors.Is(err, unix.EPERM) {
-		t.Skipf("cannot load BPF programs here: %v", err)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { w.Close() })
-	return w
+	return mustLoad(t, LoadWire)
 }
 
 func TestWireRun(t *testing.T) {

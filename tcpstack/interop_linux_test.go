@@ -19,10 +19,10 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"syscall"
 	"testing"
@@ -30,6 +30,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"xrnic/internal/netns"
+	"xrnic/internal/netnstest"
 	"xrnic/tcpstack"
 	"xrnic/wire/eth"
 	"xrnic/wire/pcap"
@@ -43,75 +45,18 @@ var (
 	bigLen = interopSize()
 )
 
-func ipCmd(t testing.TB, args ...string) {
+// setupNetns makes the namespace of the topology above (removing those of
+// killed runs first) and returns its name.
+func setupNetns(t *testing.T) string {
 	t.Helper()
-	out, err := exec.Command("ip", args...).CombinedOutput()
-	if err != nil {
-		t.Fatalf("ip %s: %v: %s", strings.Join(args, " "), err, out)
-	}
-}
-
-type netns struct {
-	name string
-	fd   int
-}
-
-func setupNetns(t *testing.T) *netns {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root (network namespace, veth, AF_PACKET); run as root or in CI")
-	}
-	if _, err := exec.LookPath("ip"); err != nil {
-		t.Skip("needs iproute2 (ip)")
-	}
-	removeStaleNetns()
-	name := fmt.Sprintf("xrnic-tcp-%d", os.Getpid())
-	exec.Command("ip", "netns", "del", name).Run()
-	ipCmd(t, "netns", "add", name)
-	t.Cleanup(func() { exec.Command("ip", "netns", "del", name).Run() })
-	ipCmd(t, "-n", name, "link", "add", "xa", "address", kMAC.String(), "type", "veth", "peer", "name", "xb", "address", sMAC.String())
-	// No TSO/GSO super-frames towards a raw socket: one MTU frame each.
-	ipCmd(t, "-n", name, "link", "set", "xa", "gso_max_size", "1500", "gso_max_segs", "1")
-	ipCmd(t, "-n", name, "addr", "add", "198.18.0.1/24", "dev", "xa")
-	ipCmd(t, "-n", name, "link", "set", "lo", "up")
-	ipCmd(t, "-n", name, "link", "set", "xa", "up")
-	ipCmd(t, "-n", name, "link", "set", "xb", "up")
-	ipCmd(t, "-n", name, "neigh", "add", "198.18.0.2", "lladdr", sMAC.String(), "dev", "xa", "nud", "permanent")
-	fd, err := unix.Open("/run/netns/"+name, unix.O_RDONLY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { unix.Close(fd) })
-	return &netns{name: name, fd: fd}
-}
-
-// removeStaleNetns deletes namespaces of earlier runs (xrnic-tcp-PID) whose
-// process is gone: a test binary killed mid-test cannot run its cleanup.
-func removeStaleNetns() {
-	ents, _ := os.ReadDir("/run/netns")
-	for _, e := range ents {
-		var pid int
-		if _, err := fmt.Sscanf(e.Name(), "xrnic-tcp-%d", &pid); err != nil || pid == os.Getpid() {
-			continue
-		}
-		if _, err := os.Stat(fmt.Sprintf("/proc/%d", pid)); os.IsNotExist(err) {
-			exec.Command("ip", "netns", "del", e.Name()).Run()
-		}
-	}
-}
-
-// in runs fn on a thread inside the namespace; sockets created there stay
-// in it. The thread is discarded afterwards.
-func (ns *netns) in(fn func() error) error {
-	ch := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread() // never unlocked: the thread dies with the goroutine
-		if err := unix.Setns(ns.fd, unix.CLONE_NEWNET); err != nil {
-			ch <- err
-			return
-		}
-		ch <- fn()
-	}()
-	return <-ch
+	netnstest.RequireRoot(t, false)
+	topo := netnstest.New(t, netns.Options{Prefix: "xrnic-tcp-", Links: []netns.Link{{
+		A: netns.End{NS: "k", Dev: "xa", MAC: net.HardwareAddr(kMAC[:]), Addr: netip.PrefixFrom(netip.AddrFrom4(kAddr), 24),
+			LimitGSO: true, // no TSO/GSO super-frames towards a raw socket: one MTU frame each
+			Neigh:    netip.AddrFrom4(sAddr)},
+		B: netns.End{NS: "k", Dev: "xb", MAC: net.HardwareAddr(sMAC[:])},
+	}}})
+	return topo.NS("k")
 }
 
 // pktLink is a tcpstack.Link over an AF_PACKET socket.
@@ -120,11 +65,13 @@ type pktLink struct {
 	free [][]byte
 }
 
+var _ tcpstack.Link = (*pktLink)(nil)
+
 func htons(v uint16) uint16 { return v<<8 | v>>8 }
 
-func openPktLink(t *testing.T, ns *netns) *pktLink {
+func openPktLink(t *testing.T, ns string) *pktLink {
 	l := &pktLink{}
-	err := ns.in(func() error {
+	err := netns.Do(ns, func() error {
 		ifi, err := net.InterfaceByName("xb")
 		if err != nil {
 			return err
@@ -209,10 +156,12 @@ func pat(salt byte, i int) byte { return byte(i*131+i>>9) ^ salt }
 type capture struct {
 	w    *pcap.Writer
 	f    *os.File
+	path string
 	left int
 }
 
-func newCapture(t *testing.T, path string, frames int) *capture {
+func newCapture(t *testing.T, name string, frames int) *capture {
+	path := filepath.Join(t.TempDir(), name)
 	f, err := os.Create(path)
 	if err != nil {
 		t.Fatal(err)
@@ -221,7 +170,28 @@ func newCapture(t *testing.T, path string, frames int) *capture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &capture{w: w, f: f, left: frames}
+	return &capture{w: w, f: f, path: path, left: frames}
+}
+
+// finish waits for the kernel side's result, then closes the capture and
+// checks it with tshark.
+func (c *capture) finish(t *testing.T, st *tcpstack.Stack, kerr <-chan error) {
+	t.Helper()
+	if err := <-kerr; err != nil {
+		t.Fatal(err)
+	}
+	c.f.Close()
+	t.Logf("stats %+v", st.Stats)
+	tsharkCheck(t, c.path)
+}
+
+// kernelDial connects to addr from the kernel's side of namespace ns.
+func kernelDial(ns, addr string) (c net.Conn, err error) {
+	err = netns.Do(ns, func() error {
+		c, err = net.DialTimeout("tcp4", addr, 10*time.Second)
+		return err
+	})
+	return c, err
 }
 
 func (c *capture) tap(frame []byte, out bool) {
@@ -386,7 +356,7 @@ func TestIntegrationStackClient(t *testing.T) {
 	ns := setupNetns(t)
 	link := openPktLink(t, ns)
 	var ln net.Listener
-	if err := ns.in(func() (err error) { ln, err = net.Listen("tcp4", "198.18.0.1:5001"); return }); err != nil {
+	if err := netns.Do(ns, func() (err error) { ln, err = net.Listen("tcp4", "198.18.0.1:5001"); return }); err != nil {
 		t.Fatal(err)
 	}
 	defer ln.Close()
@@ -399,8 +369,7 @@ func TestIntegrationStackClient(t *testing.T) {
 		}
 		kerr <- kernelPeer(c, bigLen, 'k', 's', false)
 	}()
-	capPath := filepath.Join(t.TempDir(), "client.pcap")
-	cp := newCapture(t, capPath, 30000)
+	cp := newCapture(t, "client.pcap", 30000)
 	st := newStack(t, link, cp.tap)
 	m := kMAC
 	c, err := st.Dial(kAddr, 5001, tcpstack.DialOptions{RemoteMAC: &m})
@@ -408,12 +377,7 @@ func TestIntegrationStackClient(t *testing.T) {
 		t.Fatal(err)
 	}
 	runStack(t, st, link, func() *tcpstack.Conn { return c }, bigLen, 's', 'k', true)
-	if err := <-kerr; err != nil {
-		t.Fatal(err)
-	}
-	cp.f.Close()
-	t.Logf("stats %+v", st.Stats)
-	tsharkCheck(t, capPath)
+	cp.finish(t, st, kerr)
 }
 
 // TestIntegrationStackServer: a kernel client connects to a tcpstack
@@ -421,8 +385,7 @@ func TestIntegrationStackClient(t *testing.T) {
 func TestIntegrationStackServer(t *testing.T) {
 	ns := setupNetns(t)
 	link := openPktLink(t, ns)
-	capPath := filepath.Join(t.TempDir(), "server.pcap")
-	cp := newCapture(t, capPath, 30000)
+	cp := newCapture(t, "server.pcap", 30000)
 	st := newStack(t, link, cp.tap)
 	l, err := st.Listen(5002, tcpstack.ListenOptions{})
 	if err != nil {
@@ -430,23 +393,15 @@ func TestIntegrationStackServer(t *testing.T) {
 	}
 	kerr := make(chan error, 1)
 	go func() {
-		var c net.Conn
-		if err := ns.in(func() (err error) {
-			c, err = net.DialTimeout("tcp4", "198.18.0.2:5002", 10*time.Second)
-			return
-		}); err != nil {
+		c, err := kernelDial(ns, "198.18.0.2:5002")
+		if err != nil {
 			kerr <- err
 			return
 		}
 		kerr <- kernelPeer(c, bigLen, 'K', 'S', true)
 	}()
 	runStack(t, st, link, l.Accept, bigLen, 'S', 'K', false)
-	if err := <-kerr; err != nil {
-		t.Fatal(err)
-	}
-	cp.f.Close()
-	t.Logf("stats %+v", st.Stats)
-	tsharkCheck(t, capPath)
+	cp.finish(t, st, kerr)
 }
 
 // TestIntegrationReset: tcpstack aborts a connection from a kernel client,
@@ -463,8 +418,7 @@ func TestIntegrationReset(t *testing.T) {
 	for round := 0; round < 2; round++ {
 		kc := make(chan net.Conn, 1)
 		go func() {
-			var c net.Conn
-			ns.in(func() (err error) { c, err = net.DialTimeout("tcp4", "198.18.0.2:5003", 10*time.Second); return })
+			c, _ := kernelDial(ns, "198.18.0.2:5003")
 			kc <- c
 		}()
 		var c *tcpstack.Conn

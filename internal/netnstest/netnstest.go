@@ -1,74 +1,62 @@
-// Package netnstest builds the two-host test topology of xrnic's
-// privileged tests: network namespaces joined by a veth pair, addressed
-// from the benchmarking range 198.18.0.0/15, removed again when the test
-// ends (also on failure) and, for runs that were killed before their
-// cleanup could run, at the start of the next run.
-//
-// Namespace names are PREFIX + PID + "-" + sequence + "-a"/"-b", so a
-// later run can tell a leftover (its process is gone) from a namespace of
-// a test running in parallel in another process.
+// Package netnstest is the testing layer over internal/netns for xrnic's
+// privileged tests: it skips without root, registers the removal of what
+// it makes with t.Cleanup (so it goes also on failure), and fails the
+// test on errors. Stale namespaces of killed runs are removed by
+// internal/netns before anything new is made.
 package netnstest
 
 import (
-	"fmt"
+	"errors"
 	"net/netip"
-	"os"
-	"os/exec"
-	"runtime"
-	"strconv"
-	"strings"
-	"sync/atomic"
 	"testing"
 
-	"golang.org/x/sys/unix"
+	"xrnic/internal/netns"
 )
 
 // RequireRoot skips the test unless it runs as root with iproute2 and, when
 // xdp is set, AF_XDP sockets.
 func RequireRoot(t testing.TB, xdp bool) {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: creates network namespaces, attaches XDP and opens AF_XDP sockets (CI runs it as root)")
-	}
-	if _, err := exec.LookPath("ip"); err != nil {
-		t.Skip("needs the ip command (iproute2)")
-	}
-	if !xdp {
+	err := netns.Check(xdp)
+	if err == nil {
 		return
 	}
-	fd, err := unix.Socket(unix.AF_XDP, unix.SOCK_RAW|unix.SOCK_CLOEXEC, 0)
-	if err != nil {
-		t.Skipf("no AF_XDP sockets here (CONFIG_XDP_SOCKETS?): %v", err)
+	msg := err.Error()
+	if errors.Is(err, netns.ErrNotRoot) {
+		if xdp {
+			msg += ", attaches XDP and opens AF_XDP sockets"
+		}
+		msg += " (CI runs it as root)"
 	}
-	unix.Close(fd)
+	t.Skip(msg)
 }
 
 // IP runs the ip command and fails the test with its output on error.
 func IP(t testing.TB, args ...string) {
 	t.Helper()
-	if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
-		t.Fatalf("ip %s: %v\n%s", strings.Join(args, " "), err, out)
+	if err := netns.IP(args...); err != nil {
+		t.Fatal(err)
 	}
 }
 
 // RemoveStale deletes the namespaces named prefix+PID-... whose process is
 // gone (a killed test binary cannot run its cleanup).
-func RemoveStale(prefix string) {
-	out, _ := exec.Command("ip", "netns", "list").Output()
-	for _, line := range strings.Split(string(out), "\n") {
-		name, _, _ := strings.Cut(strings.TrimSpace(line), " ")
-		rest, ok := strings.CutPrefix(name, prefix)
-		if !ok {
-			continue
-		}
-		pid, _, _ := strings.Cut(rest, "-")
-		if n, err := strconv.Atoi(pid); err == nil && n != os.Getpid() {
-			if _, err := os.Stat(fmt.Sprintf("/proc/%d", n)); err == nil {
-				continue
-			}
-		}
-		exec.Command("ip", "netns", "del", name).Run()
+func RemoveStale(prefix string) { netns.RemoveStale(prefix) }
+
+// New makes a topology (netns.New) and registers its Close with
+// t.Cleanup. Call RequireRoot first.
+func New(t testing.TB, o netns.Options) *netns.Topology {
+	t.Helper()
+	topo, err := netns.New(o)
+	if err != nil {
+		t.Fatal(err)
 	}
+	t.Cleanup(func() {
+		if err := topo.Close(); err != nil {
+			t.Errorf("remove namespaces: %v", err)
+		}
+	})
+	return topo
 }
 
 // PairOptions describe a namespace pair joined by a veth.
@@ -89,59 +77,41 @@ type Pair struct {
 	DevA, DevB string
 }
 
-var seq atomic.Int64
-
-// NewPair removes stale namespaces of the prefix, then makes the pair and
-// registers its removal with t.Cleanup. Call RequireRoot first.
+// NewPair makes namespaces "a" and "b" of o.Prefix joined by a veth, and
+// registers their removal with t.Cleanup. Call RequireRoot first.
 func NewPair(t testing.TB, o PairOptions) *Pair {
 	t.Helper()
-	RemoveStale(o.Prefix)
-	n := seq.Add(1)
-	p := &Pair{
-		NSA:  fmt.Sprintf("%s%d-%d-a", o.Prefix, os.Getpid(), n),
-		NSB:  fmt.Sprintf("%s%d-%d-b", o.Prefix, os.Getpid(), n),
-		DevA: o.DevA, DevB: o.DevB,
+	end := func(ns, dev string, a netip.Addr) netns.End {
+		return netns.End{NS: ns, Dev: dev, Addr: netip.PrefixFrom(a, 24), LimitGSO: o.LimitGSO}
 	}
-	for _, ns := range []string{p.NSA, p.NSB} {
-		IP(t, "netns", "add", ns)
-		t.Cleanup(func() { exec.Command("ip", "netns", "del", ns).Run() })
-	}
-	IP(t, "-n", p.NSA, "link", "add", p.DevA, "type", "veth", "peer", "name", p.DevB, "netns", p.NSB)
-	for _, x := range []struct {
-		ns, dev string
-		ip      netip.Addr
-	}{{p.NSA, p.DevA, o.AddrA}, {p.NSB, p.DevB, o.AddrB}} {
-		if o.MTU > 0 {
-			IP(t, "-n", x.ns, "link", "set", x.dev, "mtu", strconv.Itoa(o.MTU))
-		}
-		if o.LimitGSO {
-			IP(t, "-n", x.ns, "link", "set", x.dev, "gso_max_size", strconv.Itoa(max(o.MTU, 1500)), "gso_max_segs", "1")
-		}
-		IP(t, "-n", x.ns, "addr", "add", x.ip.String()+"/24", "dev", x.dev)
-		IP(t, "-n", x.ns, "link", "set", x.dev, "up")
-		IP(t, "-n", x.ns, "link", "set", "lo", "up")
-	}
-	return p
+	topo := New(t, netns.Options{Prefix: o.Prefix, Links: []netns.Link{{
+		A: end("a", o.DevA, o.AddrA), B: end("b", o.DevB, o.AddrB), MTU: o.MTU}}})
+	return &Pair{NSA: topo.NS("a"), NSB: topo.NS("b"), DevA: o.DevA, DevB: o.DevB}
 }
 
-// In runs f on a fresh OS thread inside namespace ns; sockets created there
-// stay in it. The thread is discarded afterwards (never returned to the Go
-// scheduler's pool).
+// In runs f in namespace ns (netns.Do: on this goroutine, its thread
+// switched back afterwards) and returns f's error or the switch's.
+// Sockets created there stay in it.
 func In(t testing.TB, ns string, f func() error) error {
 	t.Helper()
-	fd, err := unix.Open("/run/netns/"+ns, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	return netns.Do(ns, f)
+}
+
+// Do runs f in namespace ns like In and fails the test if the namespace
+// cannot be entered or left; f may call t.Fatal.
+func Do(t testing.TB, ns string, f func()) {
+	t.Helper()
+	if err := netns.Do(ns, func() error { f(); return nil }); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Ifindex is the index of device dev in namespace ns.
+func Ifindex(t testing.TB, ns, dev string) int {
+	t.Helper()
+	idx, err := netns.Ifindex(ns, dev)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer unix.Close(fd)
-	ch := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread() // never unlocked: the thread dies with the goroutine
-		if err := unix.Setns(fd, unix.CLONE_NEWNET); err != nil {
-			ch <- err
-			return
-		}
-		ch <- f()
-	}()
-	return <-ch
+	return idx
 }
