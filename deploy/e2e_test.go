@@ -1,8 +1,6 @@
 package deploy
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"encoding/binary"
 	"encoding/hex"
@@ -18,170 +16,29 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
+
+	"xrnic/internal/daemontest"
 )
 
-// bins builds xrnicd and xrnicctl once per test binary.
-var (
-	binOnce          sync.Once
-	binDir, binErr   string
-	xrnicd, xrnicctl string
-)
+func TestMain(m *testing.M) { daemontest.Main(m) }
 
-func buildBins(t *testing.T) {
-	t.Helper()
-	binOnce.Do(func() {
-		d, err := os.MkdirTemp("", "xrnic-bins-")
-		if err != nil {
-			binErr = err.Error()
-			return
-		}
-		binDir = d
-		xrnicd, xrnicctl = filepath.Join(d, "xrnicd"), filepath.Join(d, "xrnicctl")
-		for _, b := range [][2]string{{xrnicd, "xrnic/cmd/xrnicd"}, {xrnicctl, "xrnic/cmd/xrnicctl"}} {
-			if out, err := exec.Command("go", "build", "-o", b[0], b[1]).CombinedOutput(); err != nil {
-				binErr = fmt.Sprintf("go build %s: %v\n%s", b[1], err, out)
-				return
-			}
-		}
-	})
-	if binErr != "" {
-		t.Fatal(binErr)
-	}
-}
-
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if binDir != "" {
-		os.RemoveAll(binDir)
-	}
-	os.Exit(code)
-}
-
-// daemon is a running xrnicd process.
-type daemon struct {
-	cmd     *exec.Cmd
-	socket  string
-	log     *syncBuf
-	listen  string
-	metrics string
-	regions map[string]region
-	done    chan error
-}
-
-type region struct {
-	Name   string `json:"name"`
-	STag   string `json:"stag"`
-	TO     string `json:"to"`
-	Length uint64 `json:"length"`
-	Access string `json:"access"`
-}
-
-type syncBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuf) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuf) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+// daemon is a running xrnicd with the walk-through's helpers.
+type daemon struct{ *daemontest.Daemon }
 
 // startDaemon starts xrnicd on loopback with ephemeral ports and waits
 // until it is ready.
 func startDaemon(t *testing.T, extra ...string) *daemon {
 	t.Helper()
-	buildBins(t)
-	dir := t.TempDir()
-	d := &daemon{socket: filepath.Join(dir, "run", "xrnicd.sock"), log: &syncBuf{}, done: make(chan error, 1)}
-	args := append([]string{"--listen", "127.0.0.1:0", "--metrics", "127.0.0.1:0", "--socket", d.socket, "--log-level", "debug"}, extra...)
-	d.cmd = exec.Command(xrnicd, args...)
-	d.cmd.Stdout, d.cmd.Stderr = d.log, d.log
-	if err := d.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { d.done <- d.cmd.Wait() }()
-	t.Cleanup(func() {
-		if d.cmd.ProcessState == nil {
-			d.cmd.Process.Kill()
-			<-d.done
-		}
-		if t.Failed() {
-			t.Logf("xrnicd log:\n%s", d.log.String())
-		}
-	})
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		var st struct {
-			Ready   bool   `json:"ready"`
-			Listen  string `json:"listen"`
-			Metrics string `json:"metrics"`
-		}
-		out, err := d.ctl(t, "status", "-j")
-		if err == nil && json.Unmarshal([]byte(out), &st) == nil && st.Ready {
-			d.listen, d.metrics = st.Listen, st.Metrics
-			break
-		}
-		select {
-		case err := <-d.done:
-			t.Fatalf("xrnicd exited during start-up: %v\n%s", err, d.log.String())
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("xrnicd not ready: %v %s\n%s", err, out, d.log.String())
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	var rs []region
-	out, err := d.ctl(t, "region", "list", "-j")
-	if err != nil {
-		t.Fatalf("region list: %v", err)
-	}
-	if err := json.Unmarshal([]byte(out), &rs); err != nil {
-		t.Fatalf("region list -j: %v\n%s", err, out)
-	}
-	d.regions = map[string]region{}
-	for _, r := range rs {
-		d.regions[r.Name] = r
-	}
-	return d
-}
-
-// ctl runs xrnicctl against this daemon; err carries stderr.
-func (d *daemon) ctl(t *testing.T, args ...string) (string, error) {
-	t.Helper()
-	cmd := exec.Command(xrnicctl, append([]string{"--socket", d.socket, "--timeout", "5s"}, args...)...)
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	if err := cmd.Run(); err != nil {
-		return out.String(), fmt.Errorf("xrnicctl %s: %v: %s", strings.Join(args, " "), err, errb.String())
-	}
-	return out.String(), nil
-}
-
-func (d *daemon) mustCtl(t *testing.T, args ...string) string {
-	t.Helper()
-	out, err := d.ctl(t, args...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return out
+	return &daemon{daemontest.Start(t, daemontest.Options{ReadyTimeout: 10 * time.Second,
+		Args: append([]string{"--listen", "127.0.0.1:0", "--metrics", "127.0.0.1:0", "--log-level", "debug"}, extra...)})}
 }
 
 // atomic runs fetchadd or cmpswap with -j and returns the original value.
 func (d *daemon) atomic(t *testing.T, args ...string) uint64 {
 	t.Helper()
-	out := d.mustCtl(t, append(args, "-j")...)
+	out := d.MustCtl(t, append(args, "-j")...)
 	var r struct {
 		Original string `json:"original"`
 	}
@@ -196,8 +53,8 @@ func (d *daemon) atomic(t *testing.T, args ...string) uint64 {
 // atomics see it).
 func (d *daemon) word(t *testing.T, reg string, to int) uint64 {
 	t.Helper()
-	r := d.regions[reg]
-	out := d.mustCtl(t, "read", d.listen, r.STag, strconv.Itoa(to), "8", "-j")
+	r := d.Regions[reg]
+	out := d.MustCtl(t, "read", d.Listen, r.STag, strconv.Itoa(to), "8", "-j")
 	var res struct {
 		Data string `json:"data"`
 	}
@@ -214,22 +71,20 @@ func (d *daemon) word(t *testing.T, reg string, to int) uint64 {
 func (d *daemon) setWord(t *testing.T, reg string, to int, v uint64) {
 	t.Helper()
 	b := binary.NativeEndian.AppendUint64(nil, v)
-	d.mustCtl(t, "write", d.listen, d.regions[reg].STag, strconv.Itoa(to), hex.EncodeToString(b))
+	d.MustCtl(t, "write", d.Listen, d.Regions[reg].STag, strconv.Itoa(to), hex.EncodeToString(b))
 }
 
-// scrape returns the samples of /metrics as name{labels} -> value.
+// scrape returns the samples of /metrics at addr as name{labels} -> value.
 func scrape(t *testing.T, addr string) map[string]float64 {
 	t.Helper()
-	resp, err := http.Get("http://" + addr + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
+	return scrapeWith(t, http.DefaultClient, addr)
+}
+
+// scrapeWith is scrape through client c.
+func scrapeWith(t *testing.T, c *http.Client, addr string) map[string]float64 {
+	t.Helper()
 	m := map[string]float64{}
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
+	for _, line := range strings.Split(string(metricsBody(t, c, addr)), "\n") {
 		if line == "" || line[0] == '#' {
 			continue
 		}
@@ -241,6 +96,21 @@ func scrape(t *testing.T, addr string) map[string]float64 {
 		m[line[:i]] = v
 	}
 	return m
+}
+
+// metricsBody fetches /metrics at addr through client c.
+func metricsBody(t *testing.T, c *http.Client, addr string) []byte {
+	t.Helper()
+	resp, err := c.Get("http://" + addr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }
 
 // sum adds the samples of family name whose labels include every pair.
@@ -272,20 +142,20 @@ outer:
 // clean SIGTERM.
 func TestIntegrationDaemon(t *testing.T) {
 	d := startDaemon(t, "--region", "counter:4K:rwa", "--region", "buf:64K:rw")
-	peer := d.listen
-	c, b := d.regions["counter"], d.regions["buf"]
+	peer := d.Listen
+	c, b := d.Regions["counter"], d.Regions["buf"]
 	if c.Length != 4096 || c.Access != "rwa" || c.TO != "0x0000000000000000" || !regexp.MustCompile(`^0x[0-9a-f]{8}$`).MatchString(c.STag) ||
 		b.Length != 65536 || b.Access != "rw" {
-		t.Fatalf("regions %+v", d.regions)
+		t.Fatalf("regions %+v", d.Regions)
 	}
-	before := scrape(t, d.metrics)
+	before := scrape(t, d.Metrics)
 
 	// probe: FetchAdd of 0 to the counter, and to STag 0 (refused, which
 	// still proves the peer parsed the RFC 7306 request).
-	if out := d.mustCtl(t, "probe", peer, c.STag, "0"); !strings.HasPrefix(out, "supported") {
+	if out := d.MustCtl(t, "probe", peer, c.STag, "0"); !strings.HasPrefix(out, "supported") {
 		t.Fatalf("probe: %q", out)
 	}
-	out := d.mustCtl(t, "probe", peer, "-j")
+	out := d.MustCtl(t, "probe", peer, "-j")
 	var pr struct {
 		Supported bool   `json:"supported"`
 		Terminate string `json:"terminate"`
@@ -328,37 +198,37 @@ func TestIntegrationDaemon(t *testing.T) {
 		t.Fatalf("after masked cmpswap: %#x", w)
 	}
 	// Write and Read.
-	d.mustCtl(t, "write", peer, b.STag, "0x100", "00112233445566778899")
-	out = d.mustCtl(t, "read", peer, b.STag, "0xfe", "14")
+	d.MustCtl(t, "write", peer, b.STag, "0x100", "00112233445566778899")
+	out = d.MustCtl(t, "read", peer, b.STag, "0xfe", "14")
 	if strings.TrimSpace(out) != "000000112233445566778899"+"0000" {
 		t.Fatalf("read: %q", out)
 	}
 	// Send, Immediate Data, Write with Immediate.
-	d.mustCtl(t, "send", peer, "hello", "daemon")
-	d.mustCtl(t, "imm", peer, "0x1234")
-	d.mustCtl(t, "imm", peer, "7", "--write", b.STag, "0", "cafe")
-	if out := d.mustCtl(t, "read", peer, b.STag, "0", "2"); strings.TrimSpace(out) != "cafe" {
+	d.MustCtl(t, "send", peer, "hello", "daemon")
+	d.MustCtl(t, "imm", peer, "0x1234")
+	d.MustCtl(t, "imm", peer, "7", "--write", b.STag, "0", "cafe")
+	if out := d.MustCtl(t, "read", peer, b.STag, "0", "2"); strings.TrimSpace(out) != "cafe" {
 		t.Fatalf("write-with-immediate data: %q", out)
 	}
 
 	// Errors exit non-zero with the status and the Terminate in words.
-	_, err := d.ctl(t, "fetchadd", peer, b.STag, "0", "1")
+	_, err := d.Ctl.Run("fetchadd", peer, b.STag, "0", "1")
 	if err == nil || !strings.Contains(err.Error(), "exit status 1") || !strings.Contains(err.Error(), "remote access error") ||
 		!strings.Contains(err.Error(), "Terminate RDMAP/0x1/0x02 access rights violation") {
 		t.Fatalf("fetchadd without atomic access: %v", err)
 	}
-	_, err = d.ctl(t, "read", peer, c.STag, "4090", "8")
+	_, err = d.Ctl.Run("read", peer, c.STag, "4090", "8")
 	if err == nil || !strings.Contains(err.Error(), "base or bounds") {
 		t.Fatalf("read out of bounds: %v", err)
 	}
-	if _, err := d.ctl(t, "fetchadd", peer, c.STag, "zero", "1"); err == nil || !strings.Contains(err.Error(), "exit status 2") {
+	if _, err := d.Ctl.Run("fetchadd", peer, c.STag, "zero", "1"); err == nil || !strings.Contains(err.Error(), "exit status 2") {
 		t.Fatalf("usage error: %v", err)
 	}
 
 	// The metrics moved accordingly (the daemon's counters lag its
 	// responses by nothing: they are counted before the response is sent).
 	waitFor(t, "metrics", func() string {
-		after := scrape(t, d.metrics)
+		after := scrape(t, d.Metrics)
 		checks := []struct {
 			name  string
 			pairs []string
@@ -397,22 +267,11 @@ func TestIntegrationDaemon(t *testing.T) {
 	})
 
 	t.Run("prometheus", func(t *testing.T) { testPrometheus(t, d) })
-	t.Run("dashboard", func(t *testing.T) { testDashboard(t, scrape(t, d.metrics)) })
+	t.Run("dashboard", func(t *testing.T) { testDashboard(t, scrape(t, d.Metrics)) })
 
 	// SIGTERM: exit 0, the socket file is gone, no XDP program on lo.
-	d.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case err := <-d.done:
-		if err != nil {
-			t.Fatalf("xrnicd after SIGTERM: %v\n%s", err, d.log.String())
-		}
-	case <-time.After(20 * time.Second):
-		t.Fatalf("xrnicd did not exit after SIGTERM\n%s", d.log.String())
-	}
-	if _, err := os.Stat(d.socket); !os.IsNotExist(err) {
-		t.Errorf("control socket left behind: %v", err)
-	}
-	if !strings.Contains(d.log.String(), "xrnicd stopped") {
+	d.Stop(t, 20*time.Second)
+	if !strings.Contains(d.Log.String(), "xrnicd stopped") {
 		t.Errorf("no orderly stop in the log")
 	}
 	if out, err := exec.Command("ip", "link", "show", "lo").CombinedOutput(); err == nil && strings.Contains(string(out), "xdp") {
@@ -488,7 +347,7 @@ func testPrometheus(t *testing.T, d *daemon) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := strings.Replace(string(cfg), "'127.0.0.1:9736'", "'"+d.metrics+"'", 1)
+	s := strings.Replace(string(cfg), "'127.0.0.1:9736'", "'"+d.Metrics+"'", 1)
 	s = strings.Replace(s, "scrape_interval: 15s", "scrape_interval: 1s", 1)
 	if s == string(cfg) {
 		t.Fatal("prometheus.yml: default target or interval not found")
@@ -500,7 +359,7 @@ func testPrometheus(t *testing.T, d *daemon) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cmd := exec.CommandContext(ctx, prom, "--config.file="+filepath.Join(dir, "prometheus.yml"),
 		"--storage.tsdb.path="+filepath.Join(dir, "data"), "--web.listen-address="+web, "--log.level=warn")
-	log := &syncBuf{}
+	log := &daemontest.Buffer{}
 	cmd.Stdout, cmd.Stderr = log, log
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -526,7 +385,7 @@ func testPrometheus(t *testing.T, d *daemon) {
 		return ""
 	})
 	for range 3 {
-		d.atomic(t, "fetchadd", d.listen, d.regions["counter"].STag, "16", "1")
+		d.atomic(t, "fetchadd", d.Listen, d.Regions["counter"].STag, "16", "1")
 	}
 	waitFor(t, "counter growth in prometheus", func() string {
 		v, msg := promQuery(web, q)

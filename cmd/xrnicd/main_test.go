@@ -11,12 +11,11 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"xrnic/control"
+	"xrnic/internal/daemontest"
 	"xrnic/internal/engine"
 	"xrnic/mem"
 	"xrnic/wire/mpa"
@@ -92,55 +91,12 @@ log-level debug
 	}
 }
 
-// lockedBuf collects a process's output while the test reads it.
-type lockedBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuf) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuf) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
-var xrnicdBin, binDir string
-
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if binDir != "" {
-		os.RemoveAll(binDir)
-	}
-	os.Exit(code)
-}
-
-func buildDaemon(t *testing.T) string {
-	t.Helper()
-	if xrnicdBin == "" {
-		d, err := os.MkdirTemp("", "xrnicd-test-")
-		if err != nil {
-			t.Fatal(err)
-		}
-		binDir = d
-		p := filepath.Join(d, "xrnicd")
-		if out, err := exec.Command("go", "build", "-o", p, ".").CombinedOutput(); err != nil {
-			t.Fatalf("go build: %v\n%s", err, out)
-		}
-		xrnicdBin = p
-	}
-	return xrnicdBin
-}
+func TestMain(m *testing.M) { daemontest.Main(m) }
 
 // runDaemon runs xrnicd expecting it to exit by itself.
 func runDaemon(t *testing.T, args ...string) (int, string) {
 	t.Helper()
-	cmd := exec.Command(buildDaemon(t), args...)
+	cmd := exec.Command(daemontest.Build(t).Xrnicd, args...)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	done := make(chan error, 1)
@@ -200,55 +156,15 @@ func TestStartupErrors(t *testing.T) {
 	}
 }
 
-// startDaemon starts xrnicd and waits for its control socket.
-func startDaemon(t *testing.T, args ...string) (*exec.Cmd, *lockedBuf, chan error, string) {
+// startDaemon starts xrnicd on loopback without metrics and waits until
+// it is ready.
+func startDaemon(t *testing.T, args ...string) *daemontest.Daemon {
 	t.Helper()
-	sock := filepath.Join(t.TempDir(), "x.sock")
-	cmd := exec.Command(buildDaemon(t), append([]string{"--listen", "127.0.0.1:0", "--metrics", "off", "--socket", sock}, args...)...)
-	out := &lockedBuf{}
-	cmd.Stdout, cmd.Stderr = out, out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	t.Cleanup(func() {
-		if cmd.ProcessState == nil {
-			cmd.Process.Kill()
-			<-done
-		}
-	})
-	for i := 0; ; i++ {
-		if c, err := net.Dial("unix", sock); err == nil {
-			c.Close()
-			break
-		}
-		if i > 200 {
-			t.Fatalf("no control socket:\n%s", out.String())
-		}
-		time.Sleep(25 * time.Millisecond)
-	}
-	return cmd, out, done, sock
-}
-
-func stop(t *testing.T, cmd *exec.Cmd, done chan error, out *lockedBuf, sock string) {
-	t.Helper()
-	cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatalf("exit after SIGTERM: %v\n%s", err, out.String())
-		}
-	case <-time.After(20 * time.Second):
-		t.Fatalf("no exit after SIGTERM\n%s", out.String())
-	}
-	if _, err := os.Stat(sock); !os.IsNotExist(err) {
-		t.Errorf("socket file left: %v", err)
-	}
+	return daemontest.Start(t, daemontest.Options{Args: append([]string{"--listen", "127.0.0.1:0", "--metrics", "off"}, args...)})
 }
 
 func TestAllowAndStartupLog(t *testing.T) {
-	cmd, out, done, sock := startDaemon(t, "--allow", "10.1.0.0/16", "--iface", "lo")
+	d := startDaemon(t, "--allow", "10.1.0.0/16", "--iface", "lo")
 	// --iface selects afxdp by default; lo refuses it (not Ethernet), or
 	// the test runs unprivileged: either way kernel, and the log says why.
 	reason := `transport=kernel reason="afxdp chosen for --iface lo but it failed`
@@ -256,13 +172,13 @@ func TestAllowAndStartupLog(t *testing.T) {
 		reason = `transport=kernel reason="--iface lo given but this process may not use afxdp`
 	}
 	for _, want := range []string{reason, `allow=10.1.0.0/16`} {
-		if !strings.Contains(out.String(), want) {
-			t.Errorf("start-up log lacks %s:\n%s", want, out.String())
+		if !strings.Contains(d.Log.String(), want) {
+			t.Errorf("start-up log lacks %s:\n%s", want, d.Log.String())
 		}
 	}
 	// A peer outside the list is closed before MPA.
 	var st control.StatusInfo
-	if err := control.NewClient(sock).Get(context.Background(), control.PathStatus, &st); err != nil {
+	if err := control.NewClient(d.Socket).Get(context.Background(), control.PathStatus, &st); err != nil {
 		t.Fatal(err)
 	}
 	if len(st.Allow) != 1 || st.Allow[0] != "10.1.0.0/16" {
@@ -278,15 +194,15 @@ func TestAllowAndStartupLog(t *testing.T) {
 	}
 	c.Close()
 	var stats control.StatsInfo
-	if err := control.NewClient(sock).Get(context.Background(), control.PathStats, &stats); err != nil || stats.Refused != 1 {
+	if err := control.NewClient(d.Socket).Get(context.Background(), control.PathStats, &stats); err != nil || stats.Refused != 1 {
 		t.Errorf("refused connections %d (%v), want 1", stats.Refused, err)
 	}
-	stop(t, cmd, done, out, sock)
-	cmd, out, done, sock = startDaemon(t)
-	if !strings.Contains(out.String(), `allow="all peers (no --allow given)"`) {
-		t.Errorf("start-up log does not state the default allow list:\n%s", out.String())
+	d.Stop(t, 20*time.Second)
+	d = startDaemon(t)
+	if !strings.Contains(d.Log.String(), `allow="all peers (no --allow given)"`) {
+		t.Errorf("start-up log does not state the default allow list:\n%s", d.Log.String())
 	}
-	stop(t, cmd, done, out, sock)
+	d.Stop(t, 20*time.Second)
 }
 
 func meminfo(t *testing.T, key string) int {
@@ -334,11 +250,11 @@ func TestIntegrationHugepages(t *testing.T) {
 		t.Skip("the kernel could not reserve 2 more hugepages (memory fragmented)")
 	}
 	free := meminfo(t, "HugePages_Free")
-	cmd, out, done, sock := startDaemon(t, "--region", "c:4K:rwa", "--hugepages", "require")
+	d := startDaemon(t, "--region", "c:4K:rwa", "--hugepages", "require")
 	if got := meminfo(t, "HugePages_Free"); got != free-1 {
-		t.Errorf("HugePages_Free with the daemon running: %d, want %d\n%s", got, free-1, out.String())
+		t.Errorf("HugePages_Free with the daemon running: %d, want %d\n%s", got, free-1, d.Log.String())
 	}
-	stop(t, cmd, done, out, sock)
+	d.Stop(t, 20*time.Second)
 	if got := meminfo(t, "HugePages_Free"); got != free {
 		t.Errorf("HugePages_Free after SIGTERM: %d, want %d", got, free)
 	}
