@@ -21,6 +21,8 @@ const (
 	BindCopy                     // always copy (works on every device)
 )
 
+var _ fmt.Stringer = BindMode(0)
+
 func (m BindMode) String() string {
 	switch m {
 	case BindAuto:

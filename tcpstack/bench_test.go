@@ -26,27 +26,43 @@ type pair struct {
 	views  [][]byte
 }
 
-func newPair(tb testing.TB, f sim.Faults) *pair {
-	p := &pair{clock: &sim.Clock{}}
-	p.net = sim.New(p.clock, 1, 1500, f)
-	var err error
-	p.sa, err = tcpstack.New(tcpstack.Config{Link: p.net.Link(0), Clock: p.clock, MAC: macA, Addr: addrA, Seed: 1, RecvBuffer: 1 << 20})
-	if err != nil {
-		tb.Fatal(err)
+// dialPair makes stack A on link 0 of net and B on link 1 (B listening
+// on port 4791, 1 MiB receive buffers, seeds 1 and 2 unless cfg changes
+// them), and has A dial B; the caller drives the handshake.
+func dialPair(tb testing.TB, clock *sim.Clock, net *sim.Net, cfg func(i int, c *tcpstack.Config)) (sa, sb *tcpstack.Stack, a *tcpstack.Conn, l *tcpstack.Listener) {
+	tb.Helper()
+	stacks := [2]*tcpstack.Stack{}
+	for i, side := range []struct {
+		mac  eth.MAC
+		addr [4]byte
+	}{{macA, addrA}, {macB, addrB}} {
+		c := tcpstack.Config{Link: net.Link(i), Clock: clock, MAC: side.mac, Addr: side.addr, Seed: uint64(i + 1), RecvBuffer: 1 << 20}
+		if cfg != nil {
+			cfg(i, &c)
+		}
+		s, err := tcpstack.New(c)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		stacks[i] = s
 	}
-	p.sb, err = tcpstack.New(tcpstack.Config{Link: p.net.Link(1), Clock: p.clock, MAC: macB, Addr: addrB, Seed: 2, RecvBuffer: 1 << 20})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	l, err := p.sb.Listen(4791, tcpstack.ListenOptions{})
+	sa, sb = stacks[0], stacks[1]
+	l, err := sb.Listen(4791, tcpstack.ListenOptions{})
 	if err != nil {
 		tb.Fatal(err)
 	}
 	m := macB
-	p.a, err = p.sa.Dial(addrB, 4791, tcpstack.DialOptions{RemoteMAC: &m})
-	if err != nil {
+	if a, err = sa.Dial(addrB, 4791, tcpstack.DialOptions{RemoteMAC: &m}); err != nil {
 		tb.Fatal(err)
 	}
+	return sa, sb, a, l
+}
+
+func newPair(tb testing.TB, f sim.Faults) *pair {
+	p := &pair{clock: &sim.Clock{}}
+	p.net = sim.New(p.clock, 1, 1500, f)
+	var l *tcpstack.Listener
+	p.sa, p.sb, p.a, l = dialPair(tb, p.clock, p.net, nil)
 	for i := 0; i < 100 && p.b == nil; i++ {
 		p.step()
 		p.b = l.Accept()

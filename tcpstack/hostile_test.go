@@ -40,6 +40,8 @@ type rawLink struct {
 	lent int
 }
 
+var _ tcpstack.Link = (*rawLink)(nil)
+
 func (l *rawLink) RecvBatch(frames [][]byte) int {
 	k := copy(frames, l.rx)
 	l.rx = l.rx[k:]

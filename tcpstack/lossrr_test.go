@@ -22,31 +22,9 @@ func rrRun(t *testing.T, seed uint64, loss float64, ackEvery int, delack time.Du
 	t.Helper()
 	clock := &sim.Clock{}
 	net := sim.New(clock, seed, 1500, sim.Faults{Delay: 25 * time.Microsecond, Rate: 1e9, Loss: loss})
-	cfg := func(i int) tcpstack.Config {
-		c := tcpstack.Config{Link: net.Link(i), Clock: clock, MAC: macA, Addr: addrA, Seed: seed*2 + uint64(i),
-			RecvBuffer: 1 << 20, AckEvery: ackEvery, DelayedACK: delack, MinRTO: 20 * time.Millisecond}
-		if i == 1 {
-			c.MAC, c.Addr = macB, addrB
-		}
-		return c
-	}
-	sa, err := tcpstack.New(cfg(0))
-	if err != nil {
-		t.Fatal(err)
-	}
-	sb, err := tcpstack.New(cfg(1))
-	if err != nil {
-		t.Fatal(err)
-	}
-	l, err := sb.Listen(4791, tcpstack.ListenOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	m := macB
-	a, err := sa.Dial(addrB, 4791, tcpstack.DialOptions{RemoteMAC: &m})
-	if err != nil {
-		t.Fatal(err)
-	}
+	sa, sb, a, l := dialPair(t, clock, net, func(i int, c *tcpstack.Config) {
+		c.Seed, c.AckEvery, c.DelayedACK, c.MinRTO = seed*2+uint64(i), ackEvery, delack, 20*time.Millisecond
+	})
 	var b *tcpstack.Conn
 	req := make([]byte, reqSz)
 	resp := make([]byte, respSz)

@@ -15,31 +15,9 @@ func stretchRun(t *testing.T, ackEvery int, f sim.Faults, total int) (time.Durat
 	t.Helper()
 	clock := &sim.Clock{}
 	net := sim.New(clock, 7, 1500, f)
-	cfg := func(i int) tcpstack.Config {
-		c := tcpstack.Config{Link: net.Link(i), Clock: clock, MAC: macA, Addr: addrA, Seed: uint64(i + 1),
-			RecvBuffer: 1 << 20, AckEvery: ackEvery, DelayedACK: 2 * time.Millisecond, MinRTO: 20 * time.Millisecond}
-		if i == 1 {
-			c.MAC, c.Addr = macB, addrB
-		}
-		return c
-	}
-	sa, err := tcpstack.New(cfg(0))
-	if err != nil {
-		t.Fatal(err)
-	}
-	sb, err := tcpstack.New(cfg(1))
-	if err != nil {
-		t.Fatal(err)
-	}
-	l, err := sb.Listen(4791, tcpstack.ListenOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	m := macB
-	a, err := sa.Dial(addrB, 4791, tcpstack.DialOptions{RemoteMAC: &m})
-	if err != nil {
-		t.Fatal(err)
-	}
+	sa, sb, a, l := dialPair(t, clock, net, func(i int, c *tcpstack.Config) {
+		c.AckEvery, c.DelayedACK, c.MinRTO = ackEvery, 2*time.Millisecond, 20*time.Millisecond
+	})
 	var b *tcpstack.Conn
 	src := make([]byte, 64<<10)
 	sent, got := 0, 0

@@ -20,6 +20,12 @@ import (
 	"xrnic/wire/tcp"
 )
 
+// What the harness hands the stack.
+var (
+	_ tcpstack.Link  = (*sim.Link)(nil)
+	_ tcpstack.Clock = (*sim.Clock)(nil)
+)
+
 var (
 	flagLong  = flag.Bool("long", false, "run many more simulation seeds (or set TCPSTACK_SEEDS)")
 	flagSeed  = flag.Int64("seed", -1, "replay one simulation seed")
