@@ -6,7 +6,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -16,12 +15,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
 	"xrnic/bpf"
 	"xrnic/internal/engine"
 	"xrnic/mem"
-	"xrnic/transport/afxdp/netlinkutil"
 )
 
 // Restart safety (issue 9, item 6): xrnicd with the afxdp transport in
@@ -259,16 +258,11 @@ func TestIntegrationRestart(t *testing.T) {
 				return err
 			}
 			sp = p
-			ifi, err := net.InterfaceByName(e.devA)
+			l, err := netlink.LinkByName(e.devA)
 			if err != nil {
 				return err
 			}
-			nl, err := netlinkutil.Open()
-			if err != nil {
-				return err
-			}
-			defer nl.Close()
-			return nl.SetXDP(ifi.Index, p.Prog().FD(), unix.XDP_FLAGS_SKB_MODE)
+			return netlink.LinkSetXdpFdWithFlags(l, p.Prog().FD(), unix.XDP_FLAGS_SKB_MODE)
 		}); err != nil {
 			t.Fatalf("stale attachment: %v", err)
 		}

@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/cilium/ebpf"
+	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
 	"xrnic/atomics"
@@ -29,7 +30,6 @@ import (
 	"xrnic/internal/netnstest"
 	"xrnic/mem"
 	"xrnic/transport/afxdp"
-	"xrnic/transport/afxdp/netlinkutil"
 )
 
 // Integration tests of the afxdp transport: two network namespaces joined
@@ -466,19 +466,13 @@ func waitGone(t *testing.T, prog ebpf.ProgramID, maps []ebpf.MapID) {
 	}
 }
 
-func linkXDP(t *testing.T, e *xdpEnv, ns, dev string) netlinkutil.XDP {
-	var x netlinkutil.XDP
+func linkXDP(t *testing.T, e *xdpEnv, ns, dev string) netlink.LinkXdp {
+	var x netlink.LinkXdp
 	if err := e.in(t, ns, func() error {
-		ifi, err := net.InterfaceByName(dev)
-		if err != nil {
-			return err
+		l, err := netlink.LinkByName(dev)
+		if err == nil && l.Attrs().Xdp != nil {
+			x = *l.Attrs().Xdp
 		}
-		nl, err := netlinkutil.Open()
-		if err != nil {
-			return err
-		}
-		defer nl.Close()
-		x, err = nl.LinkXDP(ifi.Index)
 		return err
 	}); err != nil {
 		t.Fatal(err)
@@ -499,20 +493,15 @@ func TestIntegrationXDPCleanup(t *testing.T) {
 			return err
 		}
 		defer p.Close()
-		ifi, err := net.InterfaceByName(e.devA)
+		l, err := netlink.LinkByName(e.devA)
 		if err != nil {
 			return err
 		}
-		nl, err := netlinkutil.Open()
-		if err != nil {
-			return err
-		}
-		defer nl.Close()
-		return nl.SetXDP(ifi.Index, p.Prog().FD(), unix.XDP_FLAGS_SKB_MODE)
+		return netlink.LinkSetXdpFdWithFlags(l, p.Prog().FD(), unix.XDP_FLAGS_SKB_MODE)
 	}); err != nil {
 		t.Fatal(err)
 	}
-	if x := linkXDP(t, e, e.nsA, e.devA); len(x.ProgIDs()) != 1 {
+	if x := linkXDP(t, e, e.nsA, e.devA); x.ProgId == 0 {
 		t.Fatalf("stale attachment not in place: %+v", x)
 	}
 	a := e.open(t, e.nsA, e.devA, trAFXDP)
@@ -531,7 +520,7 @@ func TestIntegrationXDPCleanup(t *testing.T) {
 	waitGone(t, pa, ma)
 	waitGone(t, pb, mb)
 	for _, x := range []struct{ ns, dev string }{{e.nsA, e.devA}, {e.nsB, e.devB}} {
-		if st := linkXDP(t, e, x.ns, x.dev); len(st.ProgIDs()) != 0 {
+		if st := linkXDP(t, e, x.ns, x.dev); st.Attached {
 			t.Errorf("%s: XDP still attached after Close: %+v", x.dev, st)
 		}
 	}
@@ -552,27 +541,37 @@ func TestIntegrationXDPNeighbour(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		nl, err := netlinkutil.Open()
-		if err != nil {
-			return err
+		ipB := net.IP(xdpIPB.AsSlice())
+		neigh := func() (netlink.Neigh, error) {
+			ns, err := netlink.NeighList(ifi.Index, netlink.FAMILY_V4)
+			for _, n := range ns {
+				if n.IP.Equal(ipB) {
+					return n, nil
+				}
+			}
+			if err == nil {
+				err = os.ErrNotExist
+			}
+			return netlink.Neigh{}, err
 		}
-		defer nl.Close()
-		if _, err := nl.Neighbour(ifi.Index, xdpIPB.As4()); !errors.Is(err, netlinkutil.ErrNotFound) {
+		if _, err := neigh(); !errors.Is(err, os.ErrNotExist) {
 			return fmt.Errorf("neighbour before: %v", err)
 		}
-		rt, err := nl.RouteGet(xdpIPB.As4())
-		if err != nil || rt.Ifindex != ifi.Index || rt.Src != xdpIPA.As4() {
-			return fmt.Errorf("route %+v: %v", rt, err)
+		rts, err := netlink.RouteGet(ipB)
+		if err != nil || len(rts) != 1 || rts[0].LinkIndex != ifi.Index || !rts[0].Src.Equal(xdpIPA.AsSlice()) {
+			return fmt.Errorf("route %+v: %v", rts, err)
 		}
-		if err := nl.Solicit(ifi.Index, xdpIPB.As4()); err != nil {
+		// What the transport does: RTM_NEWNEIGH with NTF_USE.
+		if err := netlink.NeighSet(&netlink.Neigh{LinkIndex: ifi.Index, Family: netlink.FAMILY_V4, Flags: unix.NTF_USE, IP: ipB}); err != nil {
 			return err
 		}
+		const usable = unix.NUD_REACHABLE | unix.NUD_STALE | unix.NUD_DELAY | unix.NUD_PROBE | unix.NUD_PERMANENT
 		for range 200 {
-			n, err := nl.Neighbour(ifi.Index, xdpIPB.As4())
-			if err == nil && n.Usable() {
+			n, err := neigh()
+			if err == nil && n.State&usable != 0 && len(n.HardwareAddr) == 6 {
 				peer, _ := e.macOf(e.nsB, e.devB)
-				if !bytes.Equal(n.MAC[:], peer) {
-					return fmt.Errorf("resolved %x, peer has %x", n.MAC, peer)
+				if !bytes.Equal(n.HardwareAddr, peer) {
+					return fmt.Errorf("resolved %v, peer has %v", n.HardwareAddr, peer)
 				}
 				return nil
 			}

@@ -8,15 +8,16 @@ import (
 	"net/netip"
 	"runtime"
 	"sync"
+	"time"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
+	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
 	xsk "xrnic/afxdp"
 	"xrnic/bpf"
 	"xrnic/transport"
-	"xrnic/transport/afxdp/netlinkutil"
 	"xrnic/wire/eth"
 )
 
@@ -32,7 +33,7 @@ type Transport struct {
 	mac     eth.MAC
 	addr    [4]byte
 	mtu     int
-	nl      *netlinkutil.Conn
+	nl      *netlink.Handle // rtnetlink, bound to ns (opened in setup)
 	prog    *bpf.Program
 	att     *bpf.Attachment
 	umem    *xsk.UMEM
@@ -186,7 +187,12 @@ func (x *Transport) setup(mode bpf.Mode) error {
 			return fail(OpInterface, errors.New("the device has no IPv4 address (set Config.Addr)"))
 		}
 	}
-	if x.nl, err = netlinkutil.Open(); err != nil {
+	// The handle's socket is opened on this thread, so it stays in the
+	// device's namespace whichever goroutine uses it later.
+	if x.nl, err = netlink.NewHandle(unix.NETLINK_ROUTE); err != nil {
+		return fail(OpNetlink, err)
+	}
+	if err := x.nl.SetSocketTimeout(5 * time.Second); err != nil {
 		return fail(OpNetlink, err)
 	}
 	if err := x.replaceStale(); err != nil {
@@ -232,11 +238,17 @@ func (x *Transport) setup(mode bpf.Mode) error {
 // replaceStale finds an XDP program already attached to the device. Ours
 // (left by a crashed run) is detached; anything else is an error.
 func (x *Transport) replaceStale() error {
-	info, err := x.nl.LinkXDP(x.ifindex)
+	ids, multi, err := attachedXDP(x.nl, x.ifindex)
 	if err != nil {
 		return fmt.Errorf("read the XDP attachment: %w", err)
 	}
-	for _, id := range info.ProgIDs() {
+	if multi {
+		// Programs in several modes, for which the kernel reports no
+		// single id: it allows that only with an offloaded (HW) program,
+		// and xrnic never attaches one.
+		return fmt.Errorf("%w (offloaded, and one in another mode) is attached to %s; detach them first", ErrOtherProgram, x.cfg.Iface)
+	}
+	for _, id := range ids {
 		p, err := ebpf.NewProgramFromID(ebpf.ProgramID(id))
 		if err != nil {
 			return fmt.Errorf("inspect attached XDP program %d: %w", id, err)
@@ -249,7 +261,7 @@ func (x *Transport) replaceStale() error {
 		if pi.Name != progName {
 			return fmt.Errorf("%w (%q, id %d) is attached to %s; detach it first (ip link set dev %s xdp off)", ErrOtherProgram, pi.Name, id, x.cfg.Iface, x.cfg.Iface)
 		}
-		how, err := detachProgram(x.nl, x.ifindex, uint32(id))
+		how, err := detachProgram(x.nl, x.ns, x.ifindex, id)
 		if err != nil {
 			return fmt.Errorf("detach a stale xrnic XDP program (id %d): %w", id, err)
 		}
@@ -259,9 +271,31 @@ func (x *Transport) replaceStale() error {
 	return nil
 }
 
-// detachProgram removes program id from ifindex: through its bpf_link if
-// one holds it (a pinned link), else through netlink.
-func detachProgram(nl *netlinkutil.Conn, ifindex int, id uint32) (string, error) {
+// xdpAttachedMulti is XDP_ATTACHED_MULTI (linux/if_link.h), which
+// x/sys/unix lacks.
+const xdpAttachedMulti = 4
+
+// attachedXDP returns the program attached to ifindex (IFLA_XDP), if any,
+// or that programs are attached in several modes (XDP_ATTACHED_MULTI).
+func attachedXDP(nl *netlink.Handle, ifindex int) ([]uint32, bool, error) {
+	l, err := nl.LinkByIndex(ifindex)
+	if err != nil {
+		return nil, false, err
+	}
+	xd := l.Attrs().Xdp
+	switch {
+	case xd == nil || !xd.Attached:
+		return nil, false, nil
+	case xd.AttachMode == xdpAttachedMulti:
+		return nil, true, nil
+	}
+	return []uint32{xd.ProgId}, false, nil
+}
+
+// detachProgram removes program id from ifindex (in namespace ns):
+// through its bpf_link if one holds it (a pinned link), else through
+// netlink.
+func detachProgram(nl *netlink.Handle, ns, ifindex int, id uint32) (string, error) {
 	it := new(link.Iterator)
 	defer it.Close()
 	for it.Next() {
@@ -279,12 +313,22 @@ func detachProgram(nl *netlinkutil.Conn, ifindex int, id uint32) (string, error)
 		}
 	}
 	var errs []error
-	for _, flags := range []uint32{unix.XDP_FLAGS_SKB_MODE, unix.XDP_FLAGS_DRV_MODE, unix.XDP_FLAGS_HW_MODE} {
-		if err := nl.SetXDP(ifindex, -1, flags); err != nil {
-			errs = append(errs, err)
+	// The library has no Handle method for setting IFLA_XDP: the package
+	// function opens a socket on the calling thread, so it runs on one in
+	// the device's namespace.
+	dev := &netlink.Device{LinkAttrs: netlink.LinkAttrs{Index: ifindex}}
+	err := onThread(ns, func() error {
+		for _, flags := range []int{unix.XDP_FLAGS_SKB_MODE, unix.XDP_FLAGS_DRV_MODE, unix.XDP_FLAGS_HW_MODE} {
+			if err := netlink.LinkSetXdpFdWithFlags(dev, -1, flags); err != nil {
+				errs = append(errs, err)
+			}
 		}
+		return nil
+	})
+	if err != nil {
+		errs = append(errs, err)
 	}
-	if st, err := nl.LinkXDP(ifindex); err == nil && len(st.ProgIDs()) == 0 {
+	if ids, multi, err := attachedXDP(nl, ifindex); err == nil && len(ids) == 0 && !multi {
 		return "netlink detach", nil
 	}
 	return "", errors.Join(errs...)

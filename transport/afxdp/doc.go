@@ -22,7 +22,9 @@
 // kernel and we read them from its table over netlink (a missing entry is
 // resolved by the kernel on our request: RTM_NEWNEIGH with NTF_USE starts
 // ARP exactly as a packet to that address would). Routes and the MTU also
-// come from netlink (the route's MTU metric, else the device's).
+// come from netlink (the route's MTU metric, else the device's). The
+// rtnetlink client is github.com/vishvananda/netlink, with a handle
+// opened on Open's setup thread and so bound to the device's namespace.
 //
 // The ports we use are reserved in the kernel by a kernel TCP socket bound
 // (not listening) to our address and that port: the kernel then never

@@ -9,10 +9,10 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
 	"xrnic/tcpstack"
-	"xrnic/transport/afxdp/netlinkutil"
 	"xrnic/wire/eth"
 )
 
@@ -47,32 +47,44 @@ func (x *Transport) reservePort(port uint16) (int, uint16, error) {
 // then the kernel's neighbour table, asking the kernel to resolve a
 // missing entry and waiting for it (bounded by ctx and 3 s).
 func (x *Transport) resolve(ctx context.Context, ip [4]byte) (eth.MAC, error) {
-	rt, err := x.nl.RouteGet(ip)
+	rts, err := x.nl.RouteGet(net.IP(ip[:]))
+	if err == nil && len(rts) == 0 {
+		err = errors.New("no route")
+	}
 	if err != nil {
 		return eth.MAC{}, fmt.Errorf("route to %v: %w", netip.AddrFrom4(ip), err)
 	}
-	if rt.Ifindex != x.ifindex {
-		return eth.MAC{}, fmt.Errorf("route to %v leaves through device %d, not %s", netip.AddrFrom4(ip), rt.Ifindex, x.cfg.Iface)
+	rt := rts[0]
+	if rt.LinkIndex != x.ifindex {
+		return eth.MAC{}, fmt.Errorf("route to %v leaves through device %d, not %s", netip.AddrFrom4(ip), rt.LinkIndex, x.cfg.Iface)
 	}
-	hop := rt.NextHop(ip)
+	hop := net.IP(ip[:])
+	if gw := rt.Gw.To4(); gw != nil && !gw.IsUnspecified() {
+		hop = gw
+	}
 	deadline := time.Now().Add(3 * time.Second)
 	solicited := false
 	for {
-		n, err := x.nl.Neighbour(x.ifindex, hop)
-		if err == nil && n.Usable() {
-			return n.MAC, nil
-		}
-		if err != nil && !errors.Is(err, netlinkutil.ErrNotFound) {
+		n, found, err := x.neighbour(hop)
+		if err != nil {
 			return eth.MAC{}, err
 		}
-		if !solicited || (err == nil && n.State&unix.NUD_FAILED != 0) {
-			if err := x.nl.Solicit(x.ifindex, hop); err != nil {
-				return eth.MAC{}, fmt.Errorf("resolve %v: %w", netip.AddrFrom4(hop), err)
+		if found && usable(n) {
+			return eth.MAC(n.HardwareAddr), nil
+		}
+		if !solicited || (found && n.State&unix.NUD_FAILED != 0) {
+			// NTF_USE: the kernel "uses" the entry, creating it if
+			// needed, which starts ARP exactly as a packet to hop would.
+			// It sends nothing itself; the answer shows up in the table.
+			err := x.nl.NeighSet(&netlink.Neigh{LinkIndex: x.ifindex, Family: netlink.FAMILY_V4,
+				State: unix.NUD_NONE, Flags: unix.NTF_USE, IP: hop})
+			if err != nil {
+				return eth.MAC{}, fmt.Errorf("resolve %v: %w", hop, err)
 			}
 			solicited = true
 		}
 		if time.Now().After(deadline) {
-			return eth.MAC{}, fmt.Errorf("resolve %v: no ARP answer: %w", netip.AddrFrom4(hop), tcpstack.ErrNoRoute)
+			return eth.MAC{}, fmt.Errorf("resolve %v: no ARP answer: %w", hop, tcpstack.ErrNoRoute)
 		}
 		select {
 		case <-ctx.Done():
@@ -80,6 +92,30 @@ func (x *Transport) resolve(ctx context.Context, ip [4]byte) (eth.MAC, error) {
 		case <-time.After(5 * time.Millisecond):
 		}
 	}
+}
+
+// neighbour looks hop up in the device's IPv4 neighbour table. A dump
+// interrupted by a change of the table may miss the entry; resolve then
+// polls again.
+func (x *Transport) neighbour(hop net.IP) (netlink.Neigh, bool, error) {
+	ns, err := x.nl.NeighList(x.ifindex, netlink.FAMILY_V4)
+	if err != nil && !errors.Is(err, netlink.ErrDumpInterrupted) {
+		return netlink.Neigh{}, false, err
+	}
+	for _, n := range ns {
+		if n.IP.Equal(hop) {
+			return n, true, nil
+		}
+	}
+	return netlink.Neigh{}, false, nil
+}
+
+// usable reports whether a neighbour entry has a link-layer address the
+// kernel itself would use (reachable, stale, delay, probe, permanent or
+// noarp).
+func usable(n netlink.Neigh) bool {
+	const ok = unix.NUD_REACHABLE | unix.NUD_STALE | unix.NUD_DELAY | unix.NUD_PROBE | unix.NUD_PERMANENT | unix.NUD_NOARP
+	return len(n.HardwareAddr) == 6 && n.State&ok != 0
 }
 
 func parseIPv4Port(addr string) ([4]byte, uint16, error) {
