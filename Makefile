@@ -3,7 +3,7 @@ GO       ?= go
 PKGS     ?= ./...
 FUZZTIME ?= 3s
 
-.PHONY: help build bin demo test check fmt-check vet unit fuzz-short fuzz bench bench-quick microbench soak long clean generate
+.PHONY: help build bin demo test check fmt-check vet staticcheck unit fuzz-short fuzz bench bench-quick microbench soak long clean generate
 
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -17,9 +17,9 @@ bin: ## build xrnicd, xrnicctl and xrnic-perf into bin/
 demo: bin ## the main job: xrnicd on afxdp in a netns pair, a tour and a perf comparison (root; loopback otherwise)
 	bin/xrnic-perf demo
 
-test: check unit fuzz-short ## what CI runs: format, vet, all tests with -race, a short fuzz pass
+test: check unit fuzz-short ## what CI runs: gofmt, vet, staticcheck, all tests with -race, a short fuzz pass
 
-check: fmt-check vet
+check: fmt-check vet staticcheck ## gofmt, go vet and staticcheck
 
 fmt-check: ## fail if any file is not gofmt-formatted
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
@@ -27,6 +27,11 @@ fmt-check: ## fail if any file is not gofmt-formatted
 
 vet: ## go vet
 	$(GO) vet $(PKGS)
+
+# staticcheck at a pinned version, fetched through the module proxy.
+STATICCHECK ?= $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2
+staticcheck: ## staticcheck (honnef.co/go/tools)
+	$(STATICCHECK) $(PKGS)
 
 unit: ## all tests under the race detector (privileged tests skip unless root)
 	$(GO) test -race -count=1 $(PKGS)

@@ -126,7 +126,7 @@ func (u *UMEM) Open(ifindex, queue int, o SocketOptions) (*Socket, error) {
 		return nil, err
 	}
 	s.owned = frames
-	s.free = make([]uint64, len(frames), len(frames))
+	s.free = make([]uint64, len(frames))
 	copy(s.free, frames)
 	u.sockets = append(u.sockets, s)
 	return s, nil

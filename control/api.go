@@ -113,7 +113,7 @@ func QPsOf(s *State) []QPInfo {
 	for _, e := range s.QPs() {
 		ci, st := e.QP.ConnInfo(), e.QP.Stats()
 		q := QPInfo{Num: e.QP.Num(), State: e.QP.State().String(), Peer: e.Peer, Created: e.Created,
-			MPARev: int(ci.Rev), CRC: ci.CRC, IRD: ci.IRD, ORD: ci.ORD, PeerToPeer: ci.PeerToPeer}
+			MPARev: int(ci.MPARev), CRC: ci.CRC, IRD: ci.IRD, ORD: ci.ORD, PeerToPeer: ci.PeerToPeer}
 		for i := range st.TxMsgs {
 			q.TxMsgs += st.TxMsgs[i]
 			q.RxMsgs += st.RxMsgs[i]
@@ -121,7 +121,7 @@ func QPsOf(s *State) []QPInfo {
 			q.RxBytes += st.RxBytes[i]
 		}
 		if err := e.QP.Err(); err != nil {
-			q.Error = err.String()
+			q.Error = termText(err)
 		}
 		out = append(out, q)
 	}
@@ -242,4 +242,14 @@ func (c *Client) Get(ctx context.Context, path string, v any) error {
 		return fmt.Errorf("control: %s: %s: %s", path, resp.Status, b)
 	}
 	return json.NewDecoder(resp.Body).Decode(v)
+}
+
+// termText names an iWARP error as the Terminate it is (Layer/EType/Code
+// and name), other errors by their message.
+func termText(err error) string {
+	var te *term.Error
+	if errors.As(err, &te) {
+		return te.String()
+	}
+	return err.Error()
 }

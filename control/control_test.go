@@ -17,60 +17,52 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	dto "github.com/prometheus/client_model/go"
 
-	"xrnic/internal/engine"
 	"xrnic/mem"
+	"xrnic/verbs"
 )
 
 // rig is a daemon-like device with one region and a client device whose
 // QP is connected to it.
 type rig struct {
 	state  *State
-	region *mem.MR
-	srvQP  *engine.QP
-	cli    *engine.QP
-	cliMR  *mem.MR
-	cliCQ  *engine.CQ
+	region *verbs.MR
+	srvQP  *verbs.QP
+	cli    *verbs.QP
+	cliMR  *verbs.MR
+	cliCQ  *verbs.CQ
 }
 
 func newRig(t *testing.T) *rig {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	dev, err := engine.Open(engine.Config{ConnTimeout: 2 * time.Second})
-	if err != nil {
-		t.Fatal(err)
+	open := func() (*verbs.Device, *verbs.PD, *verbs.CQ, *verbs.QP) {
+		dev, err := verbs.Open(verbs.DeviceConfig{ConnTimeout: 2 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { dev.Close() })
+		pd, _ := dev.AllocPD()
+		scq, _ := dev.CreateCQ(8)
+		rcq, _ := dev.CreateCQ(8)
+		qp, err := pd.CreateQP(verbs.QPAttr{SendCQ: scq, RecvCQ: rcq, SQDepth: 4, RQDepth: 4})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return dev, pd, scq, qp
 	}
-	t.Cleanup(func() { dev.Close() })
+	dev, pd, _, srv := open()
 	s := NewState(dev)
 	s.Transport = "kernel"
-	pd := dev.AllocPD()
-	buf := make([]byte, 4096)
-	mr, err := dev.RegMR(buf, mem.MROptions{PD: pd, Access: mem.LocalWrite | mem.RemoteRead | mem.RemoteWrite | mem.RemoteAtomic, TO: mem.TOZeroBased})
+	mr, err := pd.RegMR(make([]byte, 4096), verbs.AccessLocalWrite|verbs.AccessRemoteRead|verbs.AccessRemoteWrite|verbs.AccessRemoteAtomic|verbs.AccessZeroBased)
 	if err != nil {
 		t.Fatal(err)
 	}
 	s.AddRegion(Region{Name: "counter", MR: mr, Backing: mem.Backing4K, PageSize: mem.Size4K, Access: mem.RemoteRead | mem.RemoteWrite | mem.RemoteAtomic})
-	scq, _ := dev.CreateCQ(8)
-	rcq, _ := dev.CreateCQ(8)
-	srv, err := dev.CreateQP(engine.QPAttr{PD: pd, SendCQ: scq, RecvCQ: rcq, SQDepth: 4, RQDepth: 4})
-	if err != nil {
-		t.Fatal(err)
-	}
 	s.AddQP(srv, "127.0.0.1:1")
 
-	cdev, err := engine.Open(engine.Config{ConnTimeout: 2 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cdev.Close() })
-	cpd := cdev.AllocPD()
-	cscq, _ := cdev.CreateCQ(8)
-	crcq, _ := cdev.CreateCQ(8)
-	cqp, err := cdev.CreateQP(engine.QPAttr{PD: cpd, SendCQ: cscq, RecvCQ: crcq, SQDepth: 4, RQDepth: 4})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmr, err := cdev.RegMR(make([]byte, 64), mem.MROptions{PD: cpd, Access: mem.LocalWrite, TO: mem.TOZeroBased})
+	_, cpd, cscq, cqp := open()
+	cmr, err := cpd.RegMR(make([]byte, 64), verbs.AccessLocalWrite|verbs.AccessZeroBased)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,14 +75,14 @@ func newRig(t *testing.T) *rig {
 	go func() {
 		req, err := ln.Accept(ctx)
 		if err == nil {
-			err = req.Accept(ctx, srv, engine.ConnParams{})
+			err = req.Accept(ctx, srv, verbs.ConnParam{})
 		}
 		if err == nil {
 			s.CountMPA(MPAAccepted)
 		}
 		errc <- err
 	}()
-	if err := cqp.Connect(ctx, ln.Addr().String(), engine.ConnParams{}); err != nil {
+	if err := cqp.Dial(ctx, ln.Addr().String(), verbs.ConnParam{}); err != nil {
 		t.Fatal(err)
 	}
 	if err := <-errc; err != nil {
@@ -99,16 +91,16 @@ func newRig(t *testing.T) *rig {
 	return &rig{state: s, region: mr, srvQP: srv, cli: cqp, cliMR: cmr, cliCQ: cscq}
 }
 
-func (r *rig) post(t *testing.T, wr engine.SendWR) engine.Completion {
+func (r *rig) post(t *testing.T, wr verbs.SendWR) verbs.Completion {
 	t.Helper()
-	wr.Flags |= engine.FlagSignaled
-	wr.SGL = []engine.SGE{{Addr: 0, Length: 8, LKey: r.cliMR.STag()}}
+	wr.Flags |= verbs.FlagSignaled
+	wr.SGL = []verbs.SGE{r.cliMR.SGE(0, 8)}
 	if err := r.cli.PostSend(&wr); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	wc := make([]engine.Completion, 1)
+	wc := make([]verbs.Completion, 1)
 	for r.cliCQ.Poll(wc) == 0 {
 		if err := r.cliCQ.Wait(ctx); err != nil {
 			t.Fatal(err)
@@ -162,12 +154,12 @@ func TestCollectorCountsOperations(t *testing.T) {
 		t.Fatalf("fetch_add before: %v", v)
 	}
 	for i := range 3 {
-		if c := r.post(t, engine.SendWR{Op: engine.OpFetchAdd, RemoteSTag: r.region.STag(), RemoteTO: 0, CompareAdd: 2}); c.Status != engine.StatusSuccess || c.AtomicOrig != uint64(2*i) {
+		if c := r.post(t, verbs.SendWR{Op: verbs.OpFetchAdd, RemoteSTag: r.region.STag(), RemoteTO: 0, CompareAdd: 2}); c.Status != verbs.StatusSuccess || c.AtomicOrig != uint64(2*i) {
 			t.Fatalf("fetchadd %d: %+v", i, c)
 		}
 	}
-	r.post(t, engine.SendWR{Op: engine.OpCmpSwap, RemoteSTag: r.region.STag(), CompareAdd: 6, Swap: 1, CompareMask: ^uint64(0), SwapMask: ^uint64(0)})
-	r.post(t, engine.SendWR{Op: engine.OpCmpSwap, RemoteSTag: r.region.STag(), CompareAdd: 6, Swap: 1, CompareMask: ^uint64(0), SwapMask: ^uint64(0)})
+	r.post(t, verbs.SendWR{Op: verbs.OpCmpSwap, RemoteSTag: r.region.STag(), CompareAdd: 6, Swap: 1, CompareMask: ^uint64(0), SwapMask: ^uint64(0)})
+	r.post(t, verbs.SendWR{Op: verbs.OpCmpSwap, RemoteSTag: r.region.STag(), CompareAdd: 6, Swap: 1, CompareMask: ^uint64(0), SwapMask: ^uint64(0)})
 	checks := []struct {
 		name   string
 		labels map[string]string
@@ -190,8 +182,8 @@ func TestCollectorCountsOperations(t *testing.T) {
 	}
 	// An atomic on a misaligned target is refused: the error counter and a
 	// Terminate move, and the totals survive the QP's retirement.
-	c := r.post(t, engine.SendWR{Op: engine.OpFetchAdd, RemoteSTag: r.region.STag(), RemoteTO: 3, CompareAdd: 1})
-	if c.Status == engine.StatusSuccess {
+	c := r.post(t, verbs.SendWR{Op: verbs.OpFetchAdd, RemoteSTag: r.region.STag(), RemoteTO: 3, CompareAdd: 1})
+	if c.Status == verbs.StatusSuccess {
 		t.Fatalf("misaligned fetchadd succeeded: %+v", c)
 	}
 	if v := value(t, reg, "xrnic_atomic_errors_total", map[string]string{"reason": "misaligned"}); v != 1 {
@@ -232,7 +224,7 @@ func (fakeSources) XDPProgramCounters() []XDPProgramCounter {
 
 func TestMetricsLint(t *testing.T) {
 	r := newRig(t)
-	r.state.Latency.Observe(QueueRecv, engine.OpRecv, 3*time.Microsecond)
+	r.state.Latency.Observe(QueueRecv, verbs.OpRecv, 3*time.Microsecond)
 	for _, tc := range []struct {
 		name string
 		c    prometheus.Collector
@@ -373,7 +365,7 @@ func TestDefaultPolicy(t *testing.T) {
 // TestTransportSourcesKernel: a kernel-transport device has no TCP or XDP
 // source, so those families are absent from its metrics.
 func TestTransportSourcesKernel(t *testing.T) {
-	dev, err := engine.Open(engine.Config{})
+	dev, err := verbs.Open(verbs.DeviceConfig{})
 	if err != nil {
 		t.Fatal(err)
 	}

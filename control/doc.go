@@ -5,7 +5,7 @@
 // # Metrics
 //
 // Collectors read the engine's counters at scrape time (the per-QP
-// counters of datapath, which are plain atomics, the STag table's check
+// counters of the engine, which are plain atomics, the STag table's check
 // failure counters, mem's allocation counters and the daemon's own
 // per-connection counters); nothing is counted per packet for metrics.
 // Per-QP counters are summed over live QPs plus those already closed
@@ -24,7 +24,7 @@
 //	xrnic_memory_check_failures_total{access,reason}             every refused remote access
 //	xrnic_terminates_total{direction,layer,type,code}            sent/received, e.g. rdmap/0x1/0x02
 //	xrnic_mpa_negotiations_total{outcome}                        accepted, rejected, malformed, negotiation_failed, timeout, failed
-//	xrnic_connections_refused_total                              closed by --allow
+//	xrnic_connections_refused_total                              reset by --allow or --max-setup*
 //	xrnic_qps{state}                                             INIT, CONNECTING, RTS, CLOSING, ERROR, CLOSED
 //	xrnic_registered_memory_bytes{page_size}, xrnic_memory_regions,
 //	xrnic_mapped_memory_bytes{backing}, xrnic_memory_page_fallbacks_total
@@ -43,7 +43,7 @@
 // interface and queue) and the XDP program's per-CPU counters
 // (xrnic_xdp_program_packets_total{interface,counter,cpu}). The kernel
 // transport has neither, and the families are then absent. TransportSources
-// adapts a datapath.Device on the afxdp transport to both sources (counter
+// adapts an afxdp transport to both sources (counter
 // label values: redirected, passed, malformed, no_socket, fault_dropped,
 // fault_corrupted).
 //

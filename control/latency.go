@@ -5,7 +5,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"xrnic/internal/engine"
+	"xrnic/verbs"
 )
 
 // Queue names a work queue for the completion latency histogram.
@@ -20,8 +20,8 @@ const (
 
 var queueNames = [numQueues]string{"send", "recv"}
 
-// maxOpcode bounds the datapath opcodes the histogram is resolved for.
-const maxOpcode = int(engine.OpRecvWriteImm) + 1
+// maxOpcode bounds the engine opcodes the histogram is resolved for.
+const maxOpcode = int(verbs.OpRecvWriteImm) + 1
 
 // Latency is the completion latency histogram (xrnic_completion_latency_seconds):
 // the time from posting a work request to polling its completion, by queue
@@ -44,14 +44,14 @@ func NewLatency() *Latency {
 	}, []string{"queue", "opcode"})}
 	for q := range l.obs {
 		for op := 1; op < maxOpcode; op++ {
-			l.obs[q][op] = l.vec.WithLabelValues(queueNames[q], OpcodeLabel(engine.Opcode(op)))
+			l.obs[q][op] = l.vec.WithLabelValues(queueNames[q], OpcodeLabel(verbs.Opcode(op)))
 		}
 	}
 	return l
 }
 
 // Observe records one completion.
-func (l *Latency) Observe(q Queue, op engine.Opcode, d time.Duration) {
+func (l *Latency) Observe(q Queue, op verbs.Opcode, d time.Duration) {
 	if q < numQueues && int(op) > 0 && int(op) < maxOpcode {
 		l.obs[q][op].Observe(d.Seconds())
 	}
@@ -60,16 +60,16 @@ func (l *Latency) Observe(q Queue, op engine.Opcode, d time.Duration) {
 // Collector returns the histogram vector for registration.
 func (l *Latency) Collector() prometheus.Collector { return l.vec }
 
-var opcodeLabels = map[engine.Opcode]string{
-	engine.OpSend: "send", engine.OpSendWithInv: "send_inv",
-	engine.OpWrite: "write", engine.OpWriteWithImm: "write_imm",
-	engine.OpRead: "read", engine.OpFetchAdd: "fetch_add", engine.OpCmpSwap: "cmp_swap",
-	engine.OpImm: "imm", engine.OpLocalInv: "local_inv",
-	engine.OpRecv: "recv", engine.OpRecvImm: "recv_imm", engine.OpRecvWriteImm: "recv_write_imm",
+var opcodeLabels = map[verbs.Opcode]string{
+	verbs.OpSend: "send", verbs.OpSendWithInv: "send_inv",
+	verbs.OpWrite: "write", verbs.OpWriteWithImm: "write_imm",
+	verbs.OpRead: "read", verbs.OpFetchAdd: "fetch_add", verbs.OpCmpSwap: "cmp_swap",
+	verbs.OpImm: "imm", verbs.OpLocalInv: "local_inv",
+	verbs.OpRecv: "recv", verbs.OpRecvImm: "recv_imm", verbs.OpRecvWriteImm: "recv_write_imm",
 }
 
 // OpcodeLabel is the label value of a work request or completion opcode.
-func OpcodeLabel(op engine.Opcode) string {
+func OpcodeLabel(op verbs.Opcode) string {
 	if s, ok := opcodeLabels[op]; ok {
 		return s
 	}

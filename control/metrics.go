@@ -8,8 +8,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
-	"xrnic/internal/engine"
 	"xrnic/mem"
+	"xrnic/verbs"
 	"xrnic/wire/term"
 )
 
@@ -34,7 +34,7 @@ func PageSizeLabel(n int) string {
 	return strconv.Itoa(n)
 }
 
-var qpStates = []engine.QPState{engine.QPInit, engine.QPConnecting, engine.QPRTS, engine.QPClosing, engine.QPError, engine.QPClosed}
+var qpStates = []verbs.QPState{verbs.QPInit, verbs.QPConnecting, verbs.QPRTS, verbs.QPClosing, verbs.QPError, verbs.QPClosed}
 
 func desc(name, help string, labels ...string) *prometheus.Desc {
 	return prometheus.NewDesc(name, help, labels, nil)
@@ -54,7 +54,7 @@ var (
 	descCheckFails = desc("xrnic_memory_check_failures_total", "Remote memory accesses refused by the STag check, by access kind and reason.", "access", "reason")
 	descTerms      = desc("xrnic_terminates_total", "Terminate messages by direction, layer, error type and error code.", "direction", "layer", "type", "code")
 	descMPA        = desc("xrnic_mpa_negotiations_total", "Incoming MPA connection setups by outcome.", "outcome")
-	descRefused    = desc("xrnic_connections_refused_total", "TCP connections closed before MPA because the peer is not in the --allow list.")
+	descRefused    = desc("xrnic_connections_refused_total", "TCP connections reset before MPA: the peer is not in the --allow list, or --max-setup / --max-setup-per-peer connections are already in MPA setup.")
 	descQPs        = desc("xrnic_qps", "QPs of the daemon by state.", "state")
 	descRegBytes   = desc("xrnic_registered_memory_bytes", "Bytes of the daemon's remotely accessible regions by page size.", "page_size")
 	descRegions    = desc("xrnic_memory_regions", "Live memory registrations (STags) of the device.")
@@ -141,7 +141,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	counter(ch, descAtomics, t.CmpSwapMatched, "cmp_swap", "matched")
 	counter(ch, descAtomics, t.CmpSwaps-t.CmpSwapMatched, "cmp_swap", "not_matched")
 
-	cc := s.Dev.Table().Counts()
+	cc, liveMRs := s.Dev.MemStats()
 	for op := range cc.Fails {
 		for r := range cc.Fails[op] {
 			if op < len(memOpLabels) {
@@ -178,7 +178,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	for ps, n := range reg {
 		gauge(ch, descRegBytes, float64(n), ps)
 	}
-	gauge(ch, descRegions, float64(s.Dev.Table().Live()))
+	gauge(ch, descRegions, float64(liveMRs))
 	ms := mem.Stats()
 	for b := mem.Backing(0); b < mem.NumBackings; b++ {
 		gauge(ch, descMapped, float64(ms.Bytes[b]), backingLabel(b))

@@ -6,15 +6,15 @@ import (
 	"sync/atomic"
 	"time"
 
-	"xrnic/internal/engine"
 	"xrnic/mem"
+	"xrnic/verbs"
 	"xrnic/wire/term"
 )
 
 // Region is a daemon-owned memory region that remote peers reach by STag.
 type Region struct {
 	Name     string
-	MR       *mem.MR
+	MR       *verbs.MR
 	Backing  mem.Backing
 	PageSize int // bytes per page of the backing
 	Access   mem.Access
@@ -92,7 +92,7 @@ type Totals struct {
 	FetchAdds, CmpSwaps, CmpSwapMatched uint64
 }
 
-func (t *Totals) add(s *engine.Stats) {
+func (t *Totals) add(s *verbs.Stats) {
 	for i := range t.TxMsgs {
 		t.TxMsgs[i] += s.TxMsgs[i]
 		t.RxMsgs[i] += s.RxMsgs[i]
@@ -131,7 +131,7 @@ func (t *Totals) clone() Totals {
 // QPEntry is a QP the daemon accepted, with what the control API shows
 // about it (the peer address is shown there, never in metrics).
 type QPEntry struct {
-	QP      *engine.QP
+	QP      *verbs.QP
 	Peer    string
 	Created time.Time
 }
@@ -141,7 +141,7 @@ type QPEntry struct {
 // daemon keeps itself (connection setup outcomes, the receive sink). All
 // methods are safe for concurrent use; counters are atomics.
 type State struct {
-	Dev       *engine.Device
+	Dev       *verbs.Device
 	Transport string // "kernel" or "afxdp"
 	Listen    string // the MPA listen address
 	Metrics   string // the metrics listen address ("" when off)
@@ -151,7 +151,7 @@ type State struct {
 
 	mu      sync.Mutex
 	regions []Region
-	qps     map[*engine.QP]*QPEntry
+	qps     map[*verbs.QP]*QPEntry
 	retired Totals
 
 	mpa     [numMPAOutcomes]atomic.Uint64
@@ -166,8 +166,8 @@ type State struct {
 }
 
 // NewState returns the state of a daemon running dev.
-func NewState(dev *engine.Device) *State {
-	return &State{Dev: dev, Started: time.Now(), qps: map[*engine.QP]*QPEntry{}, Latency: NewLatency()}
+func NewState(dev *verbs.Device) *State {
+	return &State{Dev: dev, Started: time.Now(), qps: map[*verbs.QP]*QPEntry{}, Latency: NewLatency()}
 }
 
 // AddRegion records a registered daemon region.
@@ -192,7 +192,7 @@ func (s *State) ClearRegions() {
 }
 
 // AddQP starts tracking an accepted QP.
-func (s *State) AddQP(qp *engine.QP, peer string) {
+func (s *State) AddQP(qp *verbs.QP, peer string) {
 	s.mu.Lock()
 	s.qps[qp] = &QPEntry{QP: qp, Peer: peer, Created: time.Now()}
 	s.mu.Unlock()
@@ -200,7 +200,7 @@ func (s *State) AddQP(qp *engine.QP, peer string) {
 
 // RetireQP folds the counters of a closed QP into the totals and stops
 // tracking it.
-func (s *State) RetireQP(qp *engine.QP) {
+func (s *State) RetireQP(qp *verbs.QP) {
 	st := qp.Stats()
 	s.mu.Lock()
 	if _, ok := s.qps[qp]; ok {
@@ -227,7 +227,7 @@ func (s *State) QPs() []QPEntry {
 func (s *State) Totals() Totals {
 	s.mu.Lock()
 	t := s.retired.clone()
-	live := make([]*engine.QP, 0, len(s.qps))
+	live := make([]*verbs.QP, 0, len(s.qps))
 	for qp := range s.qps {
 		live = append(live, qp)
 	}

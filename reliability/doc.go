@@ -5,7 +5,7 @@
 // tests.
 //
 //   - stag_test.go: STag guessing (RFC 5042 §5, §6.2). In process, a raw
-//     iWARP peer (datapath/datapathtest) guesses STags against an engine
+//     iWARP peer (internal/engine/enginetest) guesses STags against an engine
 //     holding registered regions, one connection per guess over an
 //     in-memory LLP (net.Pipe): every guess must be answered with the
 //     Terminate of an invalid STag, and the regions must be untouched.
@@ -13,7 +13,7 @@
 //     Against a real xrnicd over loopback TCP a smaller number (1,000;
 //     10,000 in the long mode).
 //   - security_test.go: PD isolation, access rights per operation (the
-//     full matrix of refusals is datapath/negative_test.go), invalidated
+//     full matrix of refusals is internal/engine/negative_test.go), invalidated
 //     STags, key rotation on re-registration, the daemon's QP limits
 //     (--max-qps, --max-qps-per-peer), registered-bytes limit, the control
 //     socket refusing another user's process, and no memory contents or

@@ -27,7 +27,7 @@ import (
 // bytes stay as they were. A stream-bound region refuses other streams of
 // its own PD the same way. (Access rights per operation, bounds, wrap and
 // alignment, with every Terminate code, are the table in
-// datapath/negative_test.go; not repeated here.)
+// internal/engine/negative_test.go; not repeated here.)
 func TestPDIsolation(t *testing.T) {
 	e := newEngine(t)
 	pdA, pdB := e.pd, e.dev.AllocPD()

@@ -401,7 +401,7 @@ func TestIntegrationSoak(t *testing.T) {
 		perClient, dur = 10, 3*time.Second
 	}
 	total := clients * perClient
-	d := startDaemon(t, "--max-qps", strconv.Itoa(total+64), "--sink-depth", "32", "--sink-buffer", "1K",
+	d := startDaemon(t, "--max-qps", strconv.Itoa(total+64), "--max-setup-per-peer", strconv.Itoa(total+64), "--sink-depth", "32", "--sink-buffer", "1K",
 		"--region", fmt.Sprintf("data:%d:rw", total*256), "--region", fmt.Sprintf("counter:%d:rwa", 64+total*8+64),
 		"--log-level", "warn", "--conn-timeout", "5s")
 	rss0, fd0 := procStatus(t, d.pid())

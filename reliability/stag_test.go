@@ -238,7 +238,7 @@ func TestSTagSpace(t *testing.T) {
 
 // TestSTagNeighbours: a peer that legitimately knows one STag (a region
 // published to it) must not find the others from it. RFC 5042 §6.2.1
-// (digest §7) wants STags unpredictable; an index handed out next to a
+// (docs/spec/security.md#stags) wants STags unpredictable; an index handed out next to a
 // known one leaves only the 8-bit key to guess (255 tries). The attacker
 // here tries every key of the 64 indices around the known one (and of the
 // same slot with the neighbouring high index bits): 32,768 Read guesses,

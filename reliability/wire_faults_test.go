@@ -175,7 +175,6 @@ func wfRecvOff(q, i, nSends int) int {
 type wfResult struct {
 	transport, level     string
 	posted, completed    int
-	errored              int
 	qpsFailed            int
 	elapsed              time.Duration
 	bytes                int64

@@ -1,7 +1,8 @@
 // Package tcpstack is xrnic's own TCP (RFC 9293) for the kernel-bypass data
 // path. It runs over a batch-shaped Ethernet frame Link and knows nothing of
-// AF_XDP: afxdp implements Link in production, sim implements it in memory for
-// deterministic tests.
+// AF_XDP: the afxdp transport (transport/afxdp, over the AF_XDP rings of
+// package afxdp) implements Link in production, sim implements it in memory
+// for deterministic tests.
 //
 // # Ownership and driving
 //

@@ -173,7 +173,6 @@ type fzWorld struct {
 	ls    [2]*Listener
 	conns [2][]*Conn // connections the application holds, per side
 	buf   []byte
-	views [][]byte
 }
 
 func newFzWorld(tb testing.TB, variant byte) *fzWorld {

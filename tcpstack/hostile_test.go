@@ -654,7 +654,7 @@ func TestHostileZeroWindow(t *testing.T) {
 //
 // For iWARP (RFC 5044 §5.1) MULPDU never goes below 128, so an FPDU is at
 // least 134 bytes and cannot be aligned to segments of such a peer: the
-// afxdp transport splits FPDUs across segments (datapath/xdp.go fill), and
+// afxdp transport splits FPDUs across segments (transport/afxdp/conn.go place), and
 // MPA receivers deframe the byte stream regardless of segment boundaries,
 // so only the alignment optimisation is lost. A peer has to advertise an
 // MSS of at least 134 (146 with timestamps) for aligned FPDUs.

@@ -68,6 +68,12 @@ type InlineConn interface {
 	StartInline(step TxStep) (kick func())
 }
 
+// Aborter is a Conn that can be closed at once with a reset (TCP RST), for
+// connections refused before anything is read.
+type Aborter interface {
+	Abort() error
+}
+
 // Listener accepts LLP connections.
 type Listener interface {
 	// Accept waits for the next established connection (or ctx).

@@ -4,6 +4,8 @@ import (
 	"context"
 	"net"
 	"time"
+
+	"xrnic/wire/mpa"
 )
 
 // ConnParam are one side's connection parameters (rdma_conn_param), for
@@ -26,6 +28,10 @@ type ConnParam struct {
 	NoCRC bool
 	// Markers asks the peer to insert MPA markers.
 	Markers bool
+	// RTR is the set of peer-to-peer ready-to-receive messages we offer
+	// (Dial) or accept (ConnRequest.Accept) in RFC 6581 negotiation
+	// (RTRSend, RTRWrite, RTRRead; zero: all of them).
+	RTR RTR
 	// RequiredORD (Accept) is the smallest ORD this responder needs; an
 	// initiator whose IRD is lower is refused (RFC 6581 §9.1).
 	RequiredORD int
@@ -56,6 +62,7 @@ type ConnInfo struct {
 
 // ConnRequestInfo describes an incoming connection request.
 type ConnRequestInfo struct {
+	RemoteAddr  net.Addr // the initiator's address and port (nil if unknown)
 	MPARev      uint8
 	PrivateData []byte // the initiator's private data
 	PeerCRC     bool   // the initiator asked for CRCs
@@ -74,14 +81,50 @@ type Listener struct {
 }
 
 // Listen listens for MPA connections on a TCP address (network "tcp",
-// "tcp4" or "tcp6"; addr as for net.Listen).
+// "tcp4" or "tcp6"; addr as for net.Listen) with the default ListenConfig.
 func (d *Device) Listen(network, addr string) (*Listener, error) {
-	l, err := d.p.listen(network, addr)
+	return d.ListenConfig(network, addr, ListenConfig{})
+}
+
+// ListenConfig configures a Listener. Every connection's MPA Request is
+// read on its own, bounded in time by DeviceConfig.ConnTimeout, so a
+// silent or slow peer delays no other. Zero fields take the defaults.
+type ListenConfig struct {
+	// Admit decides from the peer's address, before anything is read,
+	// whether a connection may go on to MPA setup; a refused one is reset
+	// at once. nil admits every peer.
+	Admit func(remote net.Addr) bool
+	// MaxSetup bounds the connections in MPA setup (Request being read,
+	// or waiting for Accept), default 1024; MaxSetupPerPeer bounds them
+	// per peer IP address, default 256. The newest connection over a bound is
+	// reset.
+	MaxSetup, MaxSetupPerPeer int
+	// OnSetupError, when set, hears of each connection that did not become
+	// a Request: ErrRefused (Admit), ErrSetupFull (a bound), a malformed,
+	// silent or late Request, or a failed accept (remote nil). It is
+	// called from the listener's goroutines and must not block.
+	OnSetupError func(remote net.Addr, err error)
+}
+
+// ListenerStats count the connections a Listener turned away.
+type ListenerStats struct {
+	Refused   uint64 // by ListenConfig.Admit
+	Overflow  uint64 // over MaxSetup or MaxSetupPerPeer
+	Malformed uint64 // bad, silent or late MPA Requests
+	InSetup   int    // connections in MPA setup now
+}
+
+// ListenConfig listens as Listen, configured by lc.
+func (d *Device) ListenConfig(network, addr string, lc ListenConfig) (*Listener, error) {
+	l, err := d.p.listen(network, addr, lc)
 	if err != nil {
 		return nil, err
 	}
 	return &Listener{dev: d, l: l}, nil
 }
+
+// Stats returns the listener's counters.
+func (l *Listener) Stats() ListenerStats { return l.l.stats() }
 
 // Accept waits for the next valid connection request (rdma_get_request):
 // answer it with ConnRequest.Accept or Reject.
@@ -123,6 +166,18 @@ func (r *ConnRequest) Reject(privateData []byte) error { return r.r.reject(priva
 
 // Close drops a request that was neither accepted nor rejected.
 func (r *ConnRequest) Close() error { return r.r.close() }
+
+// RTR is a set of RFC 6581 ready-to-receive message types.
+type RTR = mpa.RTR
+
+// The RTR message types (RFC 6581 §5): a zero-length Send, RDMA Write or
+// RDMA Read Request.
+const (
+	RTRSend  = mpa.RTRSend
+	RTRWrite = mpa.RTRWrite
+	RTRRead  = mpa.RTRRead
+	RTRAll   = mpa.RTRAll
+)
 
 // RejectedError is Dial's error when the peer rejected the request
 // (RDMA_CM_EVENT_REJECTED); errors.Is(err, ErrRejected) matches it.

@@ -8,7 +8,10 @@ import (
 	"sync"
 	"time"
 
+	"xrnic/internal/engine"
 	"xrnic/internal/rnic"
+	"xrnic/mem"
+	"xrnic/transport"
 )
 
 // Errors. Posting errors are sentinels (no formatting on the hot path).
@@ -30,6 +33,8 @@ var (
 	ErrAlreadyInUse  = rnic.ErrAlreadyInUse
 	ErrNoAtomics     = rnic.ErrNoAtomics
 	ErrRejected      = errors.New("verbs: connection rejected by the peer")
+	ErrRefused       = engine.ErrRefused   // ListenConfig.Admit refused the peer
+	ErrSetupFull     = engine.ErrSetupFull // a ListenConfig bound was reached
 	ErrAccessLocalWr = errors.New("verbs: remote write and remote atomic access require AccessLocalWrite (as in ibv_reg_mr)")
 
 	// Open errors of the "afxdp" transport (wrapped with the details and
@@ -242,12 +247,38 @@ func (pd *PD) RegMR(buf []byte, access Access) (*MR, error) {
 	if err := checkAccess(access); err != nil {
 		return nil, err
 	}
-	m, err := pd.dev.p.regMR(pd.id, buf, access)
+	m, err := pd.dev.p.regMR(pd.id, buf, access, 0)
 	if err != nil {
 		return nil, err
 	}
 	return newMR(pd, m, access), nil
 }
+
+// RegMRForQP registers memory as RegMR does, with an STag that only qp's
+// stream may use (RFC 5042 §5.1's per-stream scope): a peer on another QP
+// of the PD is refused as if the STag did not exist.
+func (pd *PD) RegMRForQP(buf []byte, access Access, qp *QP) (*MR, error) {
+	if err := checkAccess(access); err != nil {
+		return nil, err
+	}
+	if qp.pd != pd {
+		return nil, ErrWrongDevice
+	}
+	m, err := pd.dev.p.regMR(pd.id, buf, access, qp.num)
+	if err != nil {
+		return nil, err
+	}
+	return newMR(pd, m, access), nil
+}
+
+// MemStats returns the device's access-check failure counters (by
+// operation and reason, package mem) and the number of registered MRs.
+func (d *Device) MemStats() (checks mem.CheckCounts, liveMRs int) { return d.p.memStats() }
+
+// Transport returns the transport the device runs over (package
+// xrnic/transport; *afxdp.Transport on the afxdp transport), for its
+// statistics.
+func (d *Device) Transport() transport.Transport { return d.p.transport() }
 
 func checkAccess(a Access) error {
 	if a&(AccessRemoteWrite|AccessRemoteAtomic) != 0 && a&AccessLocalWrite == 0 {

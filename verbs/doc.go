@@ -86,8 +86,8 @@
 //
 // # Devices
 //
-// DeviceConfig.Transport "kernel" runs the engine (package
-// xrnic/datapath) in the process over kernel TCP sockets, unprivileged.
+// DeviceConfig.Transport "kernel" runs the engine (xrnic/internal/engine)
+// in the process over kernel TCP sockets (transport/kernel), unprivileged.
 // "afxdp" runs the same engine over the user-space TCP on AF_XDP sockets of
 // DeviceConfig.XDP.Iface, with an XDP program steering our flows there
 // (kernel bypass; root, or CAP_NET_ADMIN, CAP_BPF and CAP_NET_RAW plus
@@ -95,8 +95,9 @@
 // way with ErrPrivileges, ErrNoInterface or ErrXDPAttach and says what to
 // do; Attributes.LLP and Attributes.XDP say what was set up. Both
 // transports speak the same iWARP on the wire and interoperate.
-// The types of this package are its own and are converted by value: the
-// implementation sits behind an internal provider interface, so a device
-// backed by the xrnicd daemon (or the AF_XDP transport) can be added
+// (transport/afxdp). Work requests, completions and their constants are
+// the engine's own types (package xrnic/internal/rnic, aliased here), so
+// posting and polling convert nothing; the rest sits behind an internal
+// provider interface, so a device backed by the xrnicd daemon can be added
 // without changing user code.
 package verbs

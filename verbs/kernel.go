@@ -9,14 +9,15 @@ import (
 	"xrnic/atomics"
 	"xrnic/internal/engine"
 	"xrnic/mem"
+	"xrnic/transport"
 	"xrnic/wire/term"
 )
 
-// The engine provider: the datapath engine in this process, over kernel
-// TCP sockets ("kernel") or the user-space TCP over AF_XDP ("afxdp", see
-// afxdp.go; the engine hides the difference). It converts verbs values to
-// engine values and back, field by field, into per-object scratch space
-// (no allocation per WR or completion).
+// The engine provider: the engine in this process, over kernel TCP
+// sockets ("kernel") or the user-space TCP over AF_XDP ("afxdp", see
+// afxdp.go; the transport hides the difference). Work requests and
+// completions pass through unchanged (they are the engine's types); only
+// control-path values (attributes, connection parameters) are converted.
 
 type kernelDev struct {
 	d   *engine.Device
@@ -96,8 +97,10 @@ type kernelMR struct {
 	reg *mem.Region // nil for caller memory
 }
 
-func (k *kernelDev) regMR(pd uint32, buf []byte, a Access) (mrImpl, error) {
-	m, err := k.d.RegMR(buf, memOptions(pd, a))
+func (k *kernelDev) regMR(pd uint32, buf []byte, a Access, stream uint32) (mrImpl, error) {
+	o := memOptions(pd, a)
+	o.Stream = stream
+	m, err := k.d.RegMR(buf, o)
 	if err != nil {
 		return nil, mapErr(err)
 	}
@@ -185,8 +188,16 @@ func (c *kernelCQ) len() int                       { return c.cq.Len() }
 func (c *kernelCQ) cap() int                       { return c.cq.Cap() }
 func (c *kernelCQ) close() error                   { return mapErr(c.cq.Close()) }
 func (k *kernelDev) close() error                  { return k.d.Close() }
-func (k *kernelDev) listen(network, addr string) (listenerImpl, error) {
-	l, err := k.d.Listen(network, addr)
+func (k *kernelDev) memStats() (mem.CheckCounts, int) {
+	t := k.d.Table()
+	return t.Counts(), t.Live()
+}
+
+func (k *kernelDev) transport() transport.Transport { return k.d.Transport() }
+
+func (k *kernelDev) listen(network, addr string, lc ListenConfig) (listenerImpl, error) {
+	l, err := k.d.ListenConfig(network, addr, engine.ListenConfig{Admit: lc.Admit, MaxSetup: lc.MaxSetup,
+		MaxSetupPerPeer: lc.MaxSetupPerPeer, OnSetupError: lc.OnSetupError})
 	if err != nil {
 		return nil, fmt.Errorf("verbs: listen: %w", err)
 	}
@@ -219,7 +230,7 @@ func (q *kernelQP) postRecv(wr *RecvWR) error { return mapErr(q.qp.PostRecv(wr))
 
 func connParams(p *ConnParam) engine.ConnParams {
 	return engine.ConnParams{PrivateData: p.PrivateData, IRD: p.IRD, ORD: p.ORD, Rev: p.MPARev,
-		PeerToPeer: p.PeerToPeer, NoCRC: p.NoCRC, Markers: p.Markers,
+		PeerToPeer: p.PeerToPeer, NoCRC: p.NoCRC, Markers: p.Markers, RTR: p.RTR,
 		RequiredORD: uint16(min(max(p.RequiredORD, 0), 0x3FFE)), Timeout: p.Timeout}
 }
 
@@ -248,14 +259,7 @@ func (q *kernelQP) connect(ctx context.Context, addr string, p *ConnParam) error
 
 func (q *kernelQP) probe(ctx context.Context, stag uint32, to uint64) (ProbeResult, error) {
 	r, err := q.qp.ProbeAtomics(ctx, stag, to)
-	var out ProbeResult
-	switch r {
-	case engine.ProbeSupported:
-		out = ProbeSupported
-	case engine.ProbeNotSupported:
-		out = ProbeNotSupported
-	}
-	return out, mapErr(err)
+	return r, mapErr(err)
 }
 
 func (q *kernelQP) connInfo() ConnInfo {
@@ -271,6 +275,7 @@ func (q *kernelQP) connInfo() ConnInfo {
 func (q *kernelQP) state() QPState { return q.qp.State() }
 
 func (q *kernelQP) peerTerminate() *term.Error { return q.qp.PeerTerminate() }
+func (q *kernelQP) stats() Stats               { return q.qp.Stats() }
 
 func (q *kernelQP) err() error {
 	if e := q.qp.Err(); e != nil {
@@ -291,7 +296,7 @@ func (l *kernelListener) accept(ctx context.Context) (connReqImpl, ConnRequestIn
 	if err != nil {
 		return nil, ConnRequestInfo{}, connErr("accept", err)
 	}
-	info := ConnRequestInfo{MPARev: r.Rev, PrivateData: r.PrivateData, PeerCRC: r.PeerCRC, PeerMarkers: r.PeerMarkers}
+	info := ConnRequestInfo{RemoteAddr: r.RemoteAddr(), MPARev: r.Rev, PrivateData: r.PrivateData, PeerCRC: r.PeerCRC, PeerMarkers: r.PeerMarkers}
 	if r.HasEnhanced {
 		info.HasPeerIRDORD, info.PeerIRD, info.PeerORD = true, int(r.Enhanced.IRD), int(r.Enhanced.ORD)
 		info.PeerToPeer = r.Enhanced.PeerToPeer
@@ -300,7 +305,11 @@ func (l *kernelListener) accept(ctx context.Context) (connReqImpl, ConnRequestIn
 }
 
 func (l *kernelListener) addr() net.Addr { return l.l.Addr() }
-func (l *kernelListener) close() error   { return l.l.Close() }
+func (l *kernelListener) stats() ListenerStats {
+	s := l.l.Stats()
+	return ListenerStats{Refused: s.Refused, Overflow: s.Overflow, Malformed: s.Malformed, InSetup: s.InSetup}
+}
+func (l *kernelListener) close() error { return l.l.Close() }
 
 type kernelReq struct{ r *engine.ConnRequest }
 

@@ -4,11 +4,13 @@ import (
 	"context"
 	"net"
 
+	"xrnic/mem"
+	"xrnic/transport"
 	"xrnic/wire/term"
 )
 
 // The provider interfaces are the seam between the public API and what
-// implements it: today the in-process datapath engine (kernel.go); later a
+// implements it: today the in-process engine (kernel.go); later a
 // daemon-backed device (xrnicd, memory shared by memfd) can implement them
 // without any change to user code. They speak verbs types only.
 //
@@ -21,13 +23,19 @@ type provider interface {
 	attributes() Attributes
 	allocPD() (uint32, error)
 	deallocPD(pd uint32) error
-	// regMR registers caller memory (buf stays owned by the caller).
-	regMR(pd uint32, buf []byte, a Access) (mrImpl, error)
+	// regMR registers caller memory (buf stays owned by the caller); caller memory; stream, when not 0, is the QP number
+	// whose stream alone may use the STag.
+	regMR(pd uint32, buf []byte, a Access, stream uint32) (mrImpl, error)
 	// allocMR allocates device memory and registers it.
 	allocMR(pd uint32, size int, a Access, o AllocOptions) (mrImpl, error)
 	createCQ(depth int) (cqImpl, error)
 	createQP(pd uint32, a *QPAttr) (qpImpl, error)
-	listen(network, addr string) (listenerImpl, error)
+	listen(network, addr string, lc ListenConfig) (listenerImpl, error)
+	// memStats reads the device's access-check failure counters and its
+	// number of registered MRs.
+	memStats() (mem.CheckCounts, int)
+	// transport is the engine's transport (nil for other providers).
+	transport() transport.Transport
 	close() error
 }
 
@@ -62,6 +70,7 @@ type qpImpl interface {
 	state() QPState
 	err() error
 	peerTerminate() *term.Error
+	stats() Stats
 	disconnect(ctx context.Context) error
 	close() error
 }
@@ -69,6 +78,7 @@ type qpImpl interface {
 type listenerImpl interface {
 	accept(ctx context.Context) (connReqImpl, ConnRequestInfo, error)
 	addr() net.Addr
+	stats() ListenerStats
 	close() error
 }
 

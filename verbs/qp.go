@@ -81,6 +81,10 @@ func (qp *QP) State() QPState { return qp.q.state() }
 // or nil.
 func (qp *QP) Err() error { return qp.q.err() }
 
+// Stats returns a snapshot of the QP's counters (messages and bytes by
+// RDMAP opcode and direction, Terminates by error, atomics executed).
+func (qp *QP) Stats() Stats { return qp.q.stats() }
+
 // PeerTerminate returns the Terminate the peer sent, or nil: after an
 // error completion it tells what the peer refused (RFC 5040 §7.1).
 func (qp *QP) PeerTerminate() *term.Error { return qp.q.peerTerminate() }

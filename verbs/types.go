@@ -86,6 +86,8 @@ type (
 	WCFlags    = rnic.WCFlags
 	Completion = rnic.Completion
 	QPState    = rnic.QPState
+	Stats      = rnic.Stats
+	TermCount  = rnic.TermCount
 )
 
 // Opcodes, send flags, statuses, completion flags and QP states.
@@ -155,30 +157,16 @@ func (a AtomicCap) String() string {
 	return "AtomicCap(" + strconv.Itoa(int(a)) + ")"
 }
 
-// ProbeResult is the outcome of QP.ProbeAtomics.
-type ProbeResult uint8
+// ProbeResult is the outcome of QP.ProbeAtomics: ProbeFailed,
+// ProbeSupported or ProbeNotSupported.
+type ProbeResult = rnic.ProbeResult
 
+// The outcomes of QP.ProbeAtomics.
 const (
-	// ProbeFailed: the probe did not tell (connection lost, access error
-	// on the target word, context ended, ...).
-	ProbeFailed ProbeResult = iota
-	// ProbeSupported: the peer executed the FetchAdd of 0.
-	ProbeSupported
-	// ProbeNotSupported: the peer terminated with RDMAP / Remote Operation
-	// / Unexpected OpCode, as RFC 7306 §1.1 predicts for an RNIC without
-	// the extensions.
-	ProbeNotSupported
+	ProbeFailed       = rnic.ProbeFailed
+	ProbeSupported    = rnic.ProbeSupported
+	ProbeNotSupported = rnic.ProbeNotSupported
 )
-
-func (r ProbeResult) String() string {
-	switch r {
-	case ProbeSupported:
-		return "supported"
-	case ProbeNotSupported:
-		return "not supported"
-	}
-	return "failed"
-}
 
 // PageSize is the page size AllocMR asks for.
 type PageSize uint8

@@ -55,6 +55,8 @@ type config struct {
 	RequiredORD    int
 	MaxQPs         int
 	MaxQPsPerPeer  int
+	MaxSetup       int
+	MaxSetupPeer   int
 	MaxORD         int
 	MaxIRD         int
 	MaxRegBytes    int64
@@ -119,6 +121,8 @@ func newFlagSet(c *config, out io.Writer) *flag.FlagSet {
 	fs.IntVar(&c.RequiredORD, "required-ord", 0, "smallest initiator IRD accepted (RFC 6581 §9.1); below it the connection is refused")
 	fs.IntVar(&c.MaxQPs, "max-qps", 1024, "most QPs (connections) at a time")
 	fs.IntVar(&c.MaxQPsPerPeer, "max-qps-per-peer", 0, "most QPs at a time from one peer IP address (0: no limit but --max-qps)")
+	fs.IntVar(&c.MaxSetup, "max-setup", 1024, "most connections in MPA setup at a time (Request being read or waiting to be served); the newest over it is reset and counted as refused")
+	fs.IntVar(&c.MaxSetupPeer, "max-setup-per-peer", 256, "most connections in MPA setup at a time from one peer IP address (the newest over it is reset)")
 	fs.IntVar(&c.MaxORD, "max-ord", 128, "outbound Reads+Atomics per QP (ORD)")
 	fs.IntVar(&c.MaxIRD, "max-ird", 128, "inbound Reads+Atomics per QP (IRD)")
 	fs.Var(listFlag{set: func(s string) error {
@@ -153,7 +157,7 @@ func newFlagSet(c *config, out io.Writer) *flag.FlagSet {
 }
 
 func defaultConfig() config {
-	return config{MaxRegBytes: 1 << 30, SinkBuffer: 8 << 10, RTR: mpa.RTRAll}
+	return config{MaxRegBytes: 1 << 30, SinkBuffer: 8 << 10, RTR: mpa.RTRAll, MaxSetup: 1024, MaxSetupPeer: 256}
 }
 
 // parseArgs parses the command line and, with --config, the config file
@@ -318,8 +322,8 @@ func (c *config) validate() error {
 	default:
 		return errors.New("--log-format: want text or json")
 	}
-	if c.MaxQPs <= 0 || c.MaxQPsPerPeer < 0 || c.MaxORD < 0 || c.MaxIRD < 0 || c.SinkDepth <= 0 || c.RequiredORD < 0 {
-		return errors.New("limits must be positive (--max-qps, --sink-depth) or non-negative (--max-ord, --max-ird, --required-ord)")
+	if c.MaxQPs <= 0 || c.MaxQPsPerPeer < 0 || c.MaxSetup <= 0 || c.MaxSetupPeer <= 0 || c.MaxORD < 0 || c.MaxIRD < 0 || c.SinkDepth <= 0 || c.RequiredORD < 0 {
+		return errors.New("limits must be positive (--max-qps, --max-setup, --max-setup-per-peer, --sink-depth) or non-negative (--max-ord, --max-ird, --required-ord)")
 	}
 	if c.MaxORD > int(mpa.MaxIRDORD) || c.MaxIRD > int(mpa.MaxIRDORD) || c.RequiredORD > int(mpa.MaxIRDORD) {
 		return fmt.Errorf("--max-ord, --max-ird and --required-ord are at most %d (RFC 6581)", mpa.MaxIRDORD)

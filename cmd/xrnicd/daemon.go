@@ -16,10 +16,9 @@ import (
 	"time"
 
 	"xrnic/control"
-	"xrnic/internal/engine"
 	"xrnic/mem"
 	"xrnic/transport/afxdp"
-	"xrnic/transport/kernel"
+	"xrnic/verbs"
 	"xrnic/wire/term"
 )
 
@@ -61,30 +60,29 @@ func afxdpAllowed(c *config) error {
 	if err := afxdp.Privileges(); err != nil {
 		return err
 	}
-	return afxdp.Memlock(xdpConfig(c, nil))
+	return afxdp.Memlock(afxdp.Config{Iface: c.Iface, Queues: c.Queues, Mode: c.XDPMode})
 }
 
-func xdpConfig(c *config, log *slog.Logger) afxdp.Config {
-	return afxdp.Config{Iface: c.Iface, Queues: c.Queues, Mode: c.XDPMode, Logger: log}
+func xdpConfig(c *config, log *slog.Logger) verbs.XDPConfig {
+	return verbs.XDPConfig{Iface: c.Iface, Queues: c.Queues, Mode: c.XDPMode, Logger: log}
 }
 
 type region struct {
 	spec regionSpec
 	reg  *mem.Region
-	mr   *mem.MR
+	mr   *verbs.MR
 }
 
 // daemon is a running xrnicd.
 type daemon struct {
 	cfg   config
 	log   *slog.Logger
-	dev   *engine.Device
-	pd    mem.PD
+	dev   *verbs.Device
+	pd    *verbs.PD
 	state *control.State
 
 	regions []region
-	ln      net.Listener     // kernel transport
-	xln     *engine.Listener // afxdp transport
+	ln      *verbs.Listener
 	httpSrv *http.Server
 	httpLn  net.Listener
 	sock    *control.SocketServer
@@ -122,35 +120,31 @@ func start(cfg config, log *slog.Logger) (d *daemon, err error) {
 			d = nil
 		}
 	}()
-	dc := engine.Config{MaxQPs: cfg.MaxQPs, MaxORD: cfg.MaxORD, MaxIRD: cfg.MaxIRD, ConnTimeout: cfg.ConnTimeout}
+	dc := verbs.DeviceConfig{Transport: transport, MaxQPs: cfg.MaxQPs, MaxORD: cfg.MaxORD, MaxIRD: cfg.MaxIRD, ConnTimeout: cfg.ConnTimeout}
 	if transport == "afxdp" {
-		var tr *afxdp.Transport
-		if tr, err = afxdp.Open(xdpConfig(&cfg, log)); err == nil {
-			dc.Transport = tr
-			if d.dev, err = engine.Open(dc); err != nil {
-				tr.Close()
-			}
-		}
+		dc.XDP = xdpConfig(&cfg, log)
+		d.dev, err = verbs.Open(dc)
 		if err != nil && auto {
 			log.Warn("afxdp unavailable; falling back to the kernel transport (--transport afxdp makes this fatal)", "iface", cfg.Iface, "err", err)
 			transport, reason = "kernel", "afxdp chosen for --iface "+cfg.Iface+" but it failed: "+err.Error()
-			dc.Transport = nil
+			dc.Transport, dc.XDP = "kernel", verbs.XDPConfig{}
 		} else if err != nil {
 			return d, fmt.Errorf("open the afxdp device on %s: %w (check `ip link show %s` for another XDP program; try --xdp-mode generic; or run with --transport kernel)", cfg.Iface, err, cfg.Iface)
 		}
 	}
 	log.Info("transport chosen", "transport", transport, "reason", reason)
 	if d.dev == nil {
-		if d.dev, err = engine.Open(dc); err != nil {
+		if d.dev, err = verbs.Open(dc); err != nil {
 			return d, fmt.Errorf("open device: %w", err)
 		}
 	}
-	if x, ok := d.dev.Transport().(*afxdp.Transport); ok {
-		xi := x.Info()
+	if xi := d.dev.Attributes().XDP; xi != nil {
 		log.Info("XDP attached", "iface", cfg.Iface, "ifindex", xi.Ifindex, "mode", xi.Mode, "mode_reason", xi.Reason,
 			"zero_copy", xi.ZeroCopy, "queues", xi.Queues, "addr", xi.Addr.String(), "mtu", xi.MTU, "replaced", xi.Replaced)
 	}
-	d.pd = d.dev.AllocPD()
+	if d.pd, err = d.dev.AllocPD(); err != nil {
+		return d, fmt.Errorf("allocate the daemon's PD: %w", err)
+	}
 	d.state = control.NewState(d.dev)
 	d.state.Transport = transport
 	d.state.Version = version()
@@ -160,19 +154,20 @@ func start(cfg config, log *slog.Logger) (d *daemon, err error) {
 		return d, err
 	}
 
+	// Both transports listen through the engine: --allow is applied to
+	// each connection before anything is read, and MPA Requests are read
+	// in parallel, bounded by --conn-timeout each.
+	network, where := "tcp", "--listen "+cfg.Listen
 	if transport == "afxdp" {
 		// The user-space TCP listens: the port is reserved in the kernel
 		// and steered to our AF_XDP sockets.
-		if d.xln, err = d.dev.Listen("tcp4", cfg.Listen); err != nil {
-			return d, startError("--listen "+cfg.Listen+" (afxdp on "+cfg.Iface+")", err)
-		}
-		d.state.Listen = d.xln.Addr().String()
-	} else {
-		if d.ln, err = net.Listen("tcp", cfg.Listen); err != nil {
-			return d, startError("--listen "+cfg.Listen, err)
-		}
-		d.state.Listen = d.ln.Addr().String()
+		network, where = "tcp4", "--listen "+cfg.Listen+" (afxdp on "+cfg.Iface+")"
 	}
+	if d.ln, err = d.dev.ListenConfig(network, cfg.Listen, verbs.ListenConfig{Admit: d.allowed, OnSetupError: d.setupFailed,
+		MaxSetup: cfg.MaxSetup, MaxSetupPerPeer: cfg.MaxSetupPeer}); err != nil {
+		return d, startError(where, err)
+	}
+	d.state.Listen = d.ln.Addr().String()
 	allow := "all peers (no --allow given)"
 	if len(cfg.Allow) > 0 {
 		allow = ""
@@ -218,11 +213,7 @@ func start(cfg config, log *slog.Logger) (d *daemon, err error) {
 	log.Info("control socket", "path", cfg.Socket, "mode", "0660")
 
 	d.wg.Add(1)
-	if d.xln != nil {
-		go d.runAcceptXDP()
-	} else {
-		go d.runAccept()
-	}
+	go d.runAccept()
 	d.state.SetReady(true)
 	log.Info("xrnicd ready", "pid", os.Getpid(), "version", d.state.Version)
 	return d, nil
@@ -248,7 +239,7 @@ func (d *daemon) allocRegions() error {
 		if w := reg.Warning(); w != "" {
 			d.log.Warn("region did not get hugepages", "region", spec.Name, "backing", reg.Backing().String(), "fix", w)
 		}
-		mr, err := d.dev.RegMR(reg.Bytes()[:spec.Size], mem.MROptions{PD: d.pd, Access: spec.Access | mem.LocalWrite, TO: mem.TOZeroBased})
+		mr, err := d.pd.RegMR(reg.Bytes()[:spec.Size], verbsAccess(spec.Access)|verbs.AccessLocalWrite|verbs.AccessZeroBased)
 		if err != nil {
 			reg.Close()
 			return fmt.Errorf("region %s: register: %w", spec.Name, err)
@@ -260,6 +251,21 @@ func (d *daemon) allocRegions() error {
 			"page_size", control.PageSizeLabel(reg.PageSize()), "backing", reg.Backing().String())
 	}
 	return nil
+}
+
+// verbsAccess maps --region rights (package mem) to verbs access flags.
+func verbsAccess(a mem.Access) verbs.Access {
+	var v verbs.Access
+	if a&mem.RemoteRead != 0 {
+		v |= verbs.AccessRemoteRead
+	}
+	if a&mem.RemoteWrite != 0 {
+		v |= verbs.AccessRemoteWrite
+	}
+	if a&mem.RemoteAtomic != 0 {
+		v |= verbs.AccessRemoteAtomic
+	}
+	return v
 }
 
 func (d *daemon) allowed(addr net.Addr) bool {
@@ -283,10 +289,12 @@ func (d *daemon) allowed(addr net.Addr) bool {
 	return false
 }
 
+// runAccept takes the valid MPA Requests the listener has read and
+// serves each on a goroutine of its own.
 func (d *daemon) runAccept() {
 	defer d.wg.Done()
 	for {
-		c, err := d.ln.Accept()
+		req, err := d.ln.Accept(d.ctx)
 		if err != nil {
 			if d.ctx.Err() != nil || errors.Is(err, net.ErrClosed) {
 				return
@@ -295,52 +303,35 @@ func (d *daemon) runAccept() {
 			time.Sleep(50 * time.Millisecond)
 			continue
 		}
-		if !d.allowed(c.RemoteAddr()) {
-			d.state.CountRefused()
-			d.log.Debug("connection refused by --allow", "peer", c.RemoteAddr().String())
-			c.Close()
-			continue
-		}
-		d.wg.Add(1)
-		go d.runConn(c.(*net.TCPConn))
-	}
-}
-
-// runAcceptXDP accepts on the afxdp listener: the engine performs the
-// TCP handshake and reads the MPA Request (one at a time, each bounded by
-// --conn-timeout), and counts malformed Requests, which are folded into
-// the MPA outcome counters here.
-func (d *daemon) runAcceptXDP() {
-	defer d.wg.Done()
-	malformed := 0
-	for {
-		req, err := d.xln.Accept(d.ctx)
-		if m := d.xln.Malformed(); m > malformed {
-			for range m - malformed {
-				d.state.CountMPA(control.MPAMalformed)
-			}
-			malformed = m
-		}
-		if err != nil {
-			if d.ctx.Err() != nil || errors.Is(err, net.ErrClosed) {
-				return
-			}
-			d.log.Warn("accept", "err", err)
-			time.Sleep(50 * time.Millisecond)
-			continue
-		}
-		peer := req.RemoteAddr()
-		if peer == nil || !d.allowed(peer) {
-			d.state.CountRefused()
-			d.log.Debug("connection refused by --allow", "peer", fmt.Sprint(peer))
-			req.Close()
-			continue
-		}
+		peer := fmt.Sprint(req.RemoteAddr)
 		d.wg.Add(1)
 		go func() {
 			defer d.wg.Done()
-			d.serveRequest(req, peer.String())
+			d.serveRequest(req, peer)
 		}()
+	}
+}
+
+// setupFailed counts and logs a connection that did not become an MPA
+// Request (the listener's OnSetupError).
+func (d *daemon) setupFailed(remote net.Addr, err error) {
+	peer := fmt.Sprint(remote)
+	switch {
+	case errors.Is(err, verbs.ErrRefused):
+		d.state.CountRefused()
+		d.log.Debug("connection refused by --allow", "peer", peer)
+	case errors.Is(err, verbs.ErrSetupFull):
+		d.state.CountRefused()
+		d.log.Warn("connection refused: too many connections in MPA setup", "peer", peer)
+	case remote == nil:
+		d.log.Warn("accept", "err", err)
+	default:
+		o := control.MPAMalformed
+		if setupOutcome(err) == control.MPATimeout {
+			o = control.MPATimeout
+		}
+		d.state.CountMPA(o)
+		d.log.Info("MPA request refused", "peer", peer, "outcome", o.String(), "err", err)
 	}
 }
 
@@ -358,38 +349,23 @@ func setupOutcome(err error) control.MPAOutcome {
 
 // conn is one accepted connection: its QP, CQs and sink buffers.
 type conn struct {
-	qp       *engine.QP
-	scq, rcq *engine.CQ
-	mr       *mem.MR
+	qp       *verbs.QP
+	scq, rcq *verbs.CQ
+	mr       *verbs.MR
 	posted   []time.Time
 	bufLen   int
-}
-
-func (d *daemon) runConn(tc *net.TCPConn) {
-	defer d.wg.Done()
-	peer := tc.RemoteAddr().String()
-	log := d.log.With("peer", peer)
-	req, err := d.dev.ReadConnRequest(d.ctx, kernel.NewConn(tc))
-	if err != nil {
-		o := control.MPAMalformed
-		if setupOutcome(err) == control.MPATimeout {
-			o = control.MPATimeout
-		}
-		d.state.CountMPA(o)
-		log.Info("MPA request refused", "outcome", o.String(), "err", err)
-		return
-	}
-	d.serveRequest(req, peer)
+	sge      [1]verbs.SGE
+	wr       verbs.RecvWR
 }
 
 // serveRequest answers a valid MPA Request: accept it onto a new QP in the
 // daemon's PD and run its sink until the QP ends.
-func (d *daemon) serveRequest(req *engine.ConnRequest, peer string) {
+func (d *daemon) serveRequest(req *verbs.ConnRequest, peer string) {
 	log := d.log.With("peer", peer)
-	if (d.cfg.MPARev == "1" && req.Rev != 1) || (d.cfg.MPARev == "2" && req.Rev != 2) {
+	if (d.cfg.MPARev == "1" && req.MPARev != 1) || (d.cfg.MPARev == "2" && req.MPARev != 2) {
 		req.Reject(nil)
 		d.state.CountMPA(control.MPARejected)
-		log.Info("MPA request rejected", "reason", "revision not accepted (--mpa-rev "+d.cfg.MPARev+")", "rev", req.Rev)
+		log.Info("MPA request rejected", "reason", "revision not accepted (--mpa-rev "+d.cfg.MPARev+")", "rev", req.MPARev)
 		return
 	}
 	release, ok := d.peers.acquire(peer, d.cfg.MaxQPsPerPeer)
@@ -409,7 +385,7 @@ func (d *daemon) serveRequest(req *engine.ConnRequest, peer string) {
 	}
 	d.state.AddQP(c.qp, peer)
 	defer d.closeConn(c)
-	err = req.Accept(d.ctx, c.qp, engine.ConnParams{NoCRC: d.cfg.NoCRC, Markers: d.cfg.Markers, RTR: d.cfg.RTR, RequiredORD: uint16(d.cfg.RequiredORD)})
+	err = req.Accept(d.ctx, c.qp, verbs.ConnParam{NoCRC: d.cfg.NoCRC, Markers: d.cfg.Markers, RTR: d.cfg.RTR, RequiredORD: d.cfg.RequiredORD})
 	if err != nil {
 		o := setupOutcome(err)
 		d.state.CountMPA(o)
@@ -418,7 +394,7 @@ func (d *daemon) serveRequest(req *engine.ConnRequest, peer string) {
 	}
 	d.state.CountMPA(control.MPAAccepted)
 	ci := c.qp.ConnInfo()
-	log.Info("QP established", "qp", c.qp.Num(), "mpa_rev", ci.Rev, "crc", ci.CRC, "ird", ci.IRD, "ord", ci.ORD, "peer_to_peer", ci.PeerToPeer)
+	log.Info("QP established", "qp", c.qp.Num(), "mpa_rev", ci.MPARev, "crc", ci.CRC, "ird", ci.IRD, "ord", ci.ORD, "peer_to_peer", ci.PeerToPeer)
 	d.runSink(c, log)
 }
 
@@ -433,14 +409,14 @@ func (d *daemon) newConn() (*conn, error) {
 		c.scq.Close()
 		return nil, err
 	}
-	c.qp, err = d.dev.CreateQP(engine.QPAttr{PD: d.pd, SendCQ: c.scq, RecvCQ: c.rcq, SQDepth: 4, RQDepth: d.cfg.SinkDepth, MaxSGE: 1})
+	c.qp, err = d.pd.CreateQP(verbs.QPAttr{SendCQ: c.scq, RecvCQ: c.rcq, SQDepth: 4, RQDepth: d.cfg.SinkDepth, MaxSGE: 1})
 	if err != nil {
 		c.rcq.Close()
 		c.scq.Close()
 		return nil, err
 	}
 	buf := make([]byte, d.cfg.SinkDepth*d.cfg.SinkBuffer)
-	if c.mr, err = d.dev.RegMR(buf, mem.MROptions{PD: d.pd, Access: mem.LocalWrite, Stream: c.qp.Num(), TO: mem.TOZeroBased}); err != nil {
+	if c.mr, err = d.pd.RegMRForQP(buf, verbs.AccessLocalWrite|verbs.AccessZeroBased, c.qp); err != nil {
 		c.qp.Close()
 		c.rcq.Close()
 		c.scq.Close()
@@ -457,14 +433,16 @@ func (d *daemon) newConn() (*conn, error) {
 
 func (c *conn) post(id uint64) error {
 	c.posted[id] = time.Now()
-	return c.qp.PostRecv(&engine.RecvWR{ID: id, SGL: []engine.SGE{{Addr: id * uint64(c.bufLen), Length: uint32(c.bufLen), LKey: c.mr.STag()}}})
+	c.sge[0] = c.mr.SGE(int(id)*c.bufLen, c.bufLen)
+	c.wr = verbs.RecvWR{ID: id, SGL: c.sge[:]}
+	return c.qp.PostRecv(&c.wr)
 }
 
 // runSink counts the Sends and Immediate Data that arrive and keeps the
 // buffers posted until the QP stops (a flushed or failed receive) or the
 // daemon shuts down.
 func (d *daemon) runSink(c *conn, log *slog.Logger) {
-	wc := make([]engine.Completion, 32)
+	wc := make([]verbs.Completion, 32)
 	for {
 		if err := c.rcq.Wait(d.ctx); err != nil {
 			return
@@ -472,8 +450,8 @@ func (d *daemon) runSink(c *conn, log *slog.Logger) {
 		n := c.rcq.Poll(wc)
 		dead := false
 		for _, e := range wc[:n] {
-			if e.Status != engine.StatusSuccess {
-				if !dead && e.Status != engine.StatusWRFlushErr {
+			if e.Status != verbs.StatusSuccess {
+				if !dead && e.Status != verbs.StatusWRFlushErr {
 					log.Info("QP receive failed", "qp", c.qp.Num(), "status", e.Status.String(), "err", e.Err)
 				}
 				dead = true
@@ -483,9 +461,9 @@ func (d *daemon) runSink(c *conn, log *slog.Logger) {
 				d.state.Latency.Observe(control.QueueRecv, e.Op, time.Since(c.posted[e.ID]))
 			}
 			switch e.Op {
-			case engine.OpRecvImm:
+			case verbs.OpRecvImm:
 				d.state.CountSink(control.SinkImmediate, e.ByteLen)
-			case engine.OpRecvWriteImm:
+			case verbs.OpRecvWriteImm:
 				d.state.CountSink(control.SinkWriteImmediate, e.ByteLen)
 			default:
 				d.state.CountSink(control.SinkSend, e.ByteLen)
@@ -495,10 +473,11 @@ func (d *daemon) runSink(c *conn, log *slog.Logger) {
 			}
 		}
 		if dead {
-			if err := c.qp.Err(); err != nil && err != term.MPAConnectionLost {
+			var te *term.Error
+			if err := c.qp.Err(); errors.As(err, &te) && te != term.MPAConnectionLost {
 				// (closeConn's QP.Close lets tx deliver a Terminate we
 				// send before the connection is closed.)
-				log.Info("QP closed by error", "qp", c.qp.Num(), "terminate", err.String())
+				log.Info("QP closed by error", "qp", c.qp.Num(), "terminate", te.String())
 			} else {
 				log.Debug("QP closed", "qp", c.qp.Num())
 			}
@@ -516,7 +495,7 @@ func (d *daemon) closeConn(c *conn) {
 
 func (d *daemon) closeConnObjects(c *conn) {
 	c.qp.Close()
-	d.dev.DeregMR(c.mr)
+	c.mr.Dereg()
 	c.rcq.Close()
 	c.scq.Close()
 }
@@ -543,9 +522,6 @@ func (d *daemon) closeListener() {
 	if d.ln != nil {
 		d.ln.Close()
 	}
-	if d.xln != nil {
-		d.xln.Close()
-	}
 }
 
 // release frees whatever start acquired (also after a failed start).
@@ -568,7 +544,7 @@ func (d *daemon) release() {
 		d.dev.Close()
 	}
 	for _, r := range d.regions {
-		d.dev.DeregMR(r.mr)
+		r.mr.Dereg()
 		r.reg.Close()
 	}
 	d.regions = nil

@@ -253,7 +253,9 @@ func Start(t testing.TB, o Options) *Daemon {
 			Metrics   string `json:"metrics"`
 		}
 		out, err := d.Ctl.Run("status", "-j")
-		if err == nil && json.Unmarshal([]byte(out), &st) == nil && st.Ready {
+		// Ready in the status, and the start-up log written through its
+		// last line (the log is copied from a pipe, behind the status).
+		if err == nil && json.Unmarshal([]byte(out), &st) == nil && st.Ready && strings.Contains(d.Log.String(), "xrnicd ready") {
 			d.Transport, d.Listen, d.Metrics = st.Transport, st.Listen, st.Metrics
 			break
 		}

@@ -49,7 +49,7 @@ func runOutstanding(b *testing.B, c *side, wr *SendWR, depth int) {
 // of the tcp line, so the engine's
 // own overhead shows as a number that the machine's noise affects equally.
 //
-//	go test -run '^$' -bench BenchmarkLoopback -count 5 ./datapath
+//	go test -run '^$' -bench BenchmarkLoopback -count 5 ./internal/engine/
 func BenchmarkLoopback(b *testing.B) {
 	pairs := []struct {
 		name       string

@@ -5,7 +5,7 @@ import (
 	"errors"
 	"io"
 	"net"
-	"sync"
+	"net/netip"
 	"time"
 
 	"xrnic/mem"
@@ -17,9 +17,9 @@ import (
 // Connection setup errors.
 var (
 	// ErrRejected is matched (errors.Is) by a *RejectedError.
-	ErrRejected = errors.New("datapath: connection rejected by the peer")
+	ErrRejected = errors.New("engine: connection rejected by the peer")
 	// ErrRevMismatch: the Reply's revision is not the Request's.
-	ErrRevMismatch = errors.New("datapath: MPA Reply revision differs from the Request's")
+	ErrRevMismatch = errors.New("engine: MPA Reply revision differs from the Request's")
 )
 
 // ConnParams are the parameters of one side of an MPA connection setup
@@ -80,7 +80,7 @@ type ConnError struct {
 	Err error
 }
 
-func (e *ConnError) Error() string { return "datapath: connect: " + e.Op + ": " + e.Err.Error() }
+func (e *ConnError) Error() string { return "engine: connect: " + e.Op + ": " + e.Err.Error() }
 func (e *ConnError) Unwrap() error { return e.Err }
 
 // RejectedError reports a Reply with R=1.
@@ -234,7 +234,7 @@ func (qp *QP) connect(ctx context.Context, llp LLP, p ConnParams) error {
 		fp.HasEnhanced = true
 		fp.Enhanced = mpa.RequestWord(ip)
 	} else if p.PeerToPeer {
-		return qp.failConnect(llp, &ConnError{"request", errors.New("datapath: peer-to-peer mode needs MPA revision 2")})
+		return qp.failConnect(llp, &ConnError{"request", errors.New("engine: peer-to-peer mode needs MPA revision 2")})
 	}
 	done := guard(ctx, llp, timeout)
 	buf := make([]byte, mpa.MaxFrameLen)
@@ -366,78 +366,6 @@ func (qp *QP) disconnect(deadline time.Time) {
 	cancel()
 }
 
-// Listener accepts MPA connection requests on a listener of the device's
-// transport.
-type Listener struct {
-	dev *Device
-	ln  transport.Listener
-
-	mu sync.Mutex
-	// Malformed counts connections dropped for a bad Request (closed
-	// without a Reply, RFC 5044 §7.1.2).
-	malformed int
-}
-
-// Listen listens through the device's transport (network "tcp", "tcp4"
-// or "tcp6"; the afxdp transport is IPv4 only).
-func (d *Device) Listen(network, addr string) (*Listener, error) {
-	ln, err := d.tr.Listen(network, addr)
-	if err != nil {
-		return nil, err
-	}
-	l := &Listener{dev: d, ln: ln}
-	d.mu.Lock()
-	if d.closed {
-		d.mu.Unlock()
-		ln.Close()
-		return nil, ErrClosed
-	}
-	d.lns[l] = struct{}{}
-	d.mu.Unlock()
-	return l, nil
-}
-
-// Addr returns the listening address.
-func (l *Listener) Addr() net.Addr { return l.ln.Addr() }
-
-// Close stops listening.
-func (l *Listener) Close() error {
-	l.dev.mu.Lock()
-	delete(l.dev.lns, l)
-	l.dev.mu.Unlock()
-	return l.ln.Close()
-}
-
-// Malformed returns how many connections were dropped for a bad Request.
-func (l *Listener) Malformed() int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.malformed
-}
-
-// Accept waits for a TCP connection carrying a valid MPA Request and
-// returns it. Connections with a malformed Request (bad key, revision or
-// length) or none within the timeout are closed and skipped.
-func (l *Listener) Accept(ctx context.Context) (*ConnRequest, error) {
-	for {
-		llp, err := l.ln.Accept(ctx)
-		if err != nil {
-			return nil, err
-		}
-		req, err := l.dev.ReadConnRequest(ctx, llp)
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil, ctx.Err()
-			}
-			l.mu.Lock()
-			l.malformed++
-			l.mu.Unlock()
-			continue
-		}
-		return req, nil
-	}
-}
-
 // ConnRequest is a received MPA Request waiting for Accept or Reject.
 type ConnRequest struct {
 	Rev         uint8
@@ -452,6 +380,15 @@ type ConnRequest struct {
 	llp  LLP
 	dev  *Device
 	done bool
+	peer netip.Addr // the listener's per-peer key
+}
+
+// peerAddr returns the LLP's remote address, or nil.
+func peerAddr(llp LLP) net.Addr {
+	if l, ok := llp.(interface{ RemoteAddr() net.Addr }); ok {
+		return l.RemoteAddr()
+	}
+	return nil
 }
 
 // ReadConnRequest reads and validates an MPA Request on an established LLP
@@ -563,10 +500,7 @@ func (r *ConnRequest) Reject(privateData []byte) error {
 // RemoteAddr returns the initiator's address and port (a *net.TCPAddr), or
 // nil when the LLP does not know it.
 func (r *ConnRequest) RemoteAddr() net.Addr {
-	if l, ok := r.llp.(interface{ RemoteAddr() net.Addr }); ok {
-		return l.RemoteAddr()
-	}
-	return nil
+	return peerAddr(r.llp)
 }
 
 // Close drops a request that was neither accepted nor rejected.

@@ -1,9 +1,11 @@
-// Package datapath is the xrnic RNIC engine: queue pairs, completion
+// Package engine is the xrnic RNIC engine: queue pairs, completion
 // queues, MPA connection setup, and the RDMAP/DDP/MPA transmit and receive
 // paths of iWARP (RFC 5040 RDMAP, RFC 5041 DDP, RFC 5044 MPA with the RFC
 // 6581 enhanced setup, RFC 7306 atomics and Immediate Data). It runs over
-// any reliable in-order byte stream (LLP): kernel TCP sockets today
-// (unprivileged), the user-space TCP later.
+// any reliable in-order byte stream (LLP) a transport.Transport provides:
+// kernel TCP sockets (transport/kernel, the default, unprivileged) or the
+// user-space TCP over AF_XDP (transport/afxdp). It is internal: verbs is
+// the public API, and the work-request types are package rnic's.
 //
 // # API shape
 //
@@ -34,16 +36,14 @@
 // Deframer buffers partial FPDUs). A push-based stack implements PushLLP
 // and gets the receive function instead of a read loop.
 //
-// Transports: Config.Transport "kernel" (the default) runs QPs over kernel
-// TCP sockets as above; "afxdp" runs them over the user-space TCP
-// (tcpstack) on AF_XDP sockets (afxdp) with the XDP steering program
-// (bpf) on Config.XDP.Iface. There one poll loop per queue (poll.go) owns
-// the socket, the stack and every connection: it drives the QPs' receive
-// function with zero-copy views of the received frames and runs their
-// transmit step (txStep) itself, framing into the stack's segment buffers;
-// the QP's tx goroutine only ends the stream (Terminate, close). xdp.go
-// documents the coexistence with the kernel (port reservation, flow map,
-// neighbours and routes over netlink, stale attachments).
+// Transports: Config.Transport is a transport.Transport value (nil:
+// transport/kernel). A transport.PushConn delivers received payload by
+// calling the QP's receive function instead of being read; a
+// transport.InlineConn also runs the QP's transmit step (txStep,
+// inline.go) on its own goroutine, which pulls the framed FPDUs one at a
+// time (seal records where each ends), so the afxdp transport's poll loop
+// owns both directions of every connection; the QP's tx goroutine then
+// only ends the stream (Terminate, close).
 //
 // # Receive path
 //

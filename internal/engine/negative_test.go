@@ -244,8 +244,9 @@ func TestProbeAtomics(t *testing.T) {
 // Terminate counter moved, and that the same listener then serves a
 // well-behaved engine connection (an RDMA Write and Read round trip). The
 // expected Layer/EType/Code triples are written out from the RFC tables
-// (RFC 5040 §7.2 Fig. 9, RFC 5041 §7.2, RFC 5044 §8, RFC 7306 §8; digest
-// §2.11, §3.4, §4.4, §5.7), not taken from package term.
+// (RFC 5040 §7.2 Fig. 9, RFC 5041 §7.2, RFC 5044 §8, RFC 7306 §8;
+// docs/spec/rdmap.md#errors, docs/spec/ddp.md#validation, docs/spec/mpa.md#errors,
+// docs/spec/rfc7306.md#errors), not taken from package term.
 
 // negServer is the engine side of the suite: one device, one listener and
 // an accept loop that gives each connection a fresh QP configured by next.
@@ -750,7 +751,7 @@ func negCases() []negCase {
 		{name: "Send too long", seg: func(*negServer) []byte { return segSend(rdmap.OpSend, 0, 1, 0, true, negRecvLen+1) },
 			want: expTerm{1, 2, 0x05, hdrUntagged, false}, recvHead: StatusLocLenErr},
 
-		// Immediate Data must be 8 bytes (RFC 7306 §6.3; digest §2.11: 0/2/0xFF
+		// Immediate Data must be 8 bytes (RFC 7306 §6.3; docs/spec/rfc7306.md#errors: 0/2/0xFF
 		// when the receive buffer could hold it).
 		{name: "Immediate Data of 7 bytes", seg: func(*negServer) []byte { return segUntagged(0x40|byte(rdmap.OpImmediate), 0, 0, 1, 0, true, 7) },
 			want: expTerm{0, 2, 0xFF, hdrUntagged, false}},
@@ -761,7 +762,7 @@ func negCases() []negCase {
 
 		// Tagged placement (RFC 5041 §7.2, DDP 1/1/...): invalid 0x00, bounds
 		// 0x01, not associated 0x02, wrap 0x03; no access-rights code: 0x00
-		// (siw's choice, digest §4.4).
+		// (siw's choice, docs/spec/interop.md#siw-ddp-codes).
 		{name: "Write invalid STag", seg: func(*negServer) []byte { return segWrite(inv, anyTO, 8) },
 			want: expTerm{1, 1, 0x00, hdrTagged, false}},
 		{name: "Write invalidated STag", seg: func(s *negServer) []byte { return segWrite(s.inval.STag(), s.inval.BaseTO(), 8) },
@@ -805,7 +806,7 @@ func negCases() []negCase {
 		{name: "Read TO wrap", seg: func(s *negServer) []byte { return segRead(1, rd(s.main.STag(), ^uint64(0)-3, 8)) },
 			want: expTerm{0, 1, 0x04, hdrUntagged, true}},
 
-		// Atomic target (RFC 7306 §8, digest §2.11): the Read-source codes,
+		// Atomic target (RFC 7306 §8; docs/spec/rfc7306.md#errors): the Read-source codes,
 		// but R = 0; misaligned 0/2/0x07.
 		{name: "FetchAdd invalid STag", seg: func(*negServer) []byte { return segAtomic(1, fetchAdd(inv, anyTO)) },
 			want: expTerm{0, 1, 0x00, hdrUntagged, false}},
@@ -838,7 +839,7 @@ func negCases() []negCase {
 		{name: "Send with Invalidate, no such STag", seg: func(*negServer) []byte { return segSend(rdmap.OpSendInvalidate, inv, 1, 0, true, 0) },
 			want: expTerm{0, 2, 0x09, hdrUntagged, false}},
 
-		// IRD (RFC 5040 §6.1; digest §2.9: 0/2/0x07, Remote Operation, R = 0).
+		// IRD (RFC 5040 §6.1; docs/spec/rfc7306.md#ord-ird: 0/2/0x07, Remote Operation, R = 0).
 		{name: "IRD 0 exceeded", cfg: &srvCfg{recvs: negRecvCount, postSend: true, cp: ConnParams{IRD: -1}},
 			seg:  func(s *negServer) []byte { return segRead(1, rd(s.main.STag(), mainTO(s, 0), 8)) },
 			want: expTerm{0, 2, 0x07, hdrUntagged, false}},
@@ -857,7 +858,7 @@ func negCases() []negCase {
 			seg:  func(s *negServer) []byte { return segAtomic(2, fetchAdd(s.main.STag(), mainTO(s, 0))) },
 			want: expTerm{0, 2, 0x07, hdrUntagged, false}},
 
-		// Responses nobody asked for (RFC 7306 §5.2.2 item 7; digest §2.11:
+		// Responses nobody asked for (RFC 7306 §5.2.2 item 7; docs/spec/rfc7306.md#errors:
 		// no QN 3 buffer, 1/2/0x02).
 		{name: "unsolicited Atomic Response", seg: func(*negServer) []byte {
 			b := make([]byte, 30)

@@ -6,37 +6,12 @@ import (
 	"xrnic/wire/term"
 )
 
-// ProbeResult is the outcome of ProbeAtomics.
-type ProbeResult uint8
-
-const (
-	// ProbeFailed: the probe did not tell (connection lost, access error
-	// on the target, timeout, ...).
-	ProbeFailed ProbeResult = iota
-	// ProbeSupported: the peer executed the FetchAdd of 0.
-	ProbeSupported
-	// ProbeNotSupported: the peer answered with Terminate RDMAP / Remote
-	// Operation / Unexpected OpCode (0x0/0x2/0x06), as RFC 7306 §1.1
-	// predicts for an RNIC without the extensions.
-	ProbeNotSupported
-)
-
-func (r ProbeResult) String() string {
-	switch r {
-	case ProbeSupported:
-		return "supported"
-	case ProbeNotSupported:
-		return "not supported"
-	}
-	return "failed"
-}
-
 // ProbeAtomics tells whether the peer supports the RFC 7306 extensions by
 // issuing a FetchAdd with Add Data 0 to remoteSTag/remoteTO (an 8-byte
 // aligned word the peer registered with remote atomic access; memory is
 // not changed). The probe is internal: it produces no completion on the
-// send CQ. A peer without the extensions terminates the stream (digest
-// §2.5), so probe on a connection you can afford to lose: the QP is then in
+// send CQ. A peer without the extensions terminates the stream (RFC 7306
+// §1.1; docs/spec/rfc7306.md#probe), so probe on a connection you can afford to lose: the QP is then in
 // error and ProbeNotSupported comes with ErrNoAtomics.
 func (qp *QP) ProbeAtomics(ctx context.Context, remoteSTag uint32, remoteTO uint64) (ProbeResult, error) {
 	ch := make(chan sqEntry, 1)

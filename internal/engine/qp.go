@@ -113,21 +113,20 @@ type QP struct {
 	irdHead, irdTail uint32
 
 	// tx state (under mu)
-	txOpen       bool // responder: first FPDU received
-	rtrPending   mpa.RTR
-	sendMSN      uint32 // next QN 0 MSN to send
-	reqMSN       uint32 // next QN 1 MSN to send
-	atomRespMSN  uint32 // next QN 3 MSN to send
-	termPending  bool
-	termULPDU    [ddpUntaggedLen + 64]byte
-	termLen      int
-	txDone       bool
-	probeCh      chan sqEntry
-	peerTerm     *term.Error
-	firstErr     *term.Error
-	closeStarted bool
-	rxStopped    bool
-	txStarted    bool // runTx was started (establish)
+	txOpen      bool // responder: first FPDU received
+	rtrPending  mpa.RTR
+	sendMSN     uint32 // next QN 0 MSN to send
+	reqMSN      uint32 // next QN 1 MSN to send
+	atomRespMSN uint32 // next QN 3 MSN to send
+	termPending bool
+	termULPDU   [ddpUntaggedLen + 64]byte
+	termLen     int
+	txDone      bool
+	probeCh     chan sqEntry
+	peerTerm    *term.Error
+	firstErr    *term.Error
+	rxStopped   bool
+	txStarted   bool // runTx was started (establish)
 
 	// rx state (under mu)
 	recvMSN     uint32 // expected QN 0 MSN

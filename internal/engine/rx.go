@@ -367,7 +367,7 @@ func (qp *QP) checkInbound(seg ddp.Segment) *term.Error {
 		return term.DDPUntaggedMSNRange
 	}
 	if int(qp.irdTail-qp.irdHead) >= qp.ird {
-		return term.RDMAPCatastrophicStream // more than IRD outstanding (digest §2.9)
+		return term.RDMAPCatastrophicStream // more than IRD outstanding (docs/spec/rfc7306.md#ord-ird)
 	}
 	return nil
 }

@@ -71,28 +71,6 @@ func (c *counters) atomic(op int, matched bool) {
 	}
 }
 
-// TermCount is the number of Terminates for one error.
-type TermCount struct {
-	Err   *term.Error // nil: triples that are not predeclared
-	Count uint64
-}
-
-// Stats is a snapshot of a QP's counters. Message and byte counters are
-// indexed by RDMAP opcode (rdmap.OpCode, 0x0-0xB); bytes are DDP payload
-// bytes (RDMAP headers of Read Requests, Atomics, Immediate Data and
-// Terminates included).
-type Stats struct {
-	TxMsgs, RxMsgs   [16]uint64
-	TxBytes, RxBytes [16]uint64
-	TxFPDUs, RxFPDUs uint64
-	TxBatches        uint64 // LLP writes
-	TermsSent        []TermCount
-	TermsRecv        []TermCount
-	// FetchAdds and CmpSwaps executed for the peer; CmpSwapMatched of
-	// them matched (and so wrote).
-	FetchAdds, CmpSwaps, CmpSwapMatched uint64
-}
-
 // Stats returns a snapshot of the QP's counters.
 func (qp *QP) Stats() Stats {
 	c := &qp.stats

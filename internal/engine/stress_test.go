@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"runtime"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -132,11 +131,10 @@ func TestManyQPsConcurrent(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	type conn struct {
-		c      *side
-		sqp    *QP
-		scq    *CQ
-		rcq    *CQ
-		issued atomic.Int64
+		c   *side
+		sqp *QP
+		scq *CQ
+		rcq *CQ
 	}
 	conns := make([]*conn, pairs)
 	for i := range conns {

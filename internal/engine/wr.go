@@ -5,15 +5,18 @@ import "xrnic/internal/rnic"
 // The work-request, completion and state types are package rnic's,
 // shared with the public API (verbs): aliases, not copies.
 type (
-	Opcode     = rnic.Opcode
-	SendFlags  = rnic.SendFlags
-	SGE        = rnic.SGE
-	SendWR     = rnic.SendWR
-	RecvWR     = rnic.RecvWR
-	Status     = rnic.Status
-	WCFlags    = rnic.WCFlags
-	Completion = rnic.Completion
-	QPState    = rnic.QPState
+	Opcode      = rnic.Opcode
+	SendFlags   = rnic.SendFlags
+	SGE         = rnic.SGE
+	SendWR      = rnic.SendWR
+	RecvWR      = rnic.RecvWR
+	Status      = rnic.Status
+	WCFlags     = rnic.WCFlags
+	Completion  = rnic.Completion
+	QPState     = rnic.QPState
+	Stats       = rnic.Stats
+	ProbeResult = rnic.ProbeResult
+	TermCount   = rnic.TermCount
 )
 
 // Opcodes, flags, statuses and QP states (package rnic).
@@ -56,6 +59,9 @@ const (
 	QPClosing          = rnic.QPClosing
 	QPError            = rnic.QPError
 	QPClosed           = rnic.QPClosed
+	ProbeFailed        = rnic.ProbeFailed
+	ProbeSupported     = rnic.ProbeSupported
+	ProbeNotSupported  = rnic.ProbeNotSupported
 )
 
 // Errors shared with the public API (package rnic).

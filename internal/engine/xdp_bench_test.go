@@ -18,7 +18,7 @@ import (
 // of pair and a plain kernel TCP stream (GSO on) as baselines. Root only;
 // docs/PERFORMANCE.md has the commands and the numbers.
 //
-//	go test -run '^$' -bench BenchmarkIntegrationXDP -benchtime 2s ./datapath/
+//	go test -run '^$' -bench BenchmarkIntegrationXDP -benchtime 2s ./internal/engine/
 
 func benchDevices(b *testing.B, e *xdpEnv, transport string) (c, s *side) {
 	a := e.open(b, e.nsA, e.devA, transport)

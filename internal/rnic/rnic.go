@@ -9,6 +9,8 @@ package rnic
 import (
 	"errors"
 	"strconv"
+
+	"xrnic/wire/term"
 )
 
 // Errors callers test for with errors.Is. Posting returns them unwrapped
@@ -220,4 +222,52 @@ func (s QPState) String() string {
 		return qpStateNames[s]
 	}
 	return "QPState(" + strconv.Itoa(int(s)) + ")"
+}
+
+// TermCount is the number of Terminates for one error.
+type TermCount struct {
+	Err   *term.Error // nil: triples that are not predeclared
+	Count uint64
+}
+
+// Stats is a snapshot of a QP's counters. Message and byte counters are
+// indexed by RDMAP opcode (RFC 5040 RDMAP opcode, 0x0-0xB); bytes are DDP payload
+// bytes (RDMAP headers of Read Requests, Atomics, Immediate Data and
+// Terminates included).
+type Stats struct {
+	TxMsgs, RxMsgs   [16]uint64
+	TxBytes, RxBytes [16]uint64
+	TxFPDUs, RxFPDUs uint64
+	TxBatches        uint64 // LLP writes
+	TermsSent        []TermCount
+	TermsRecv        []TermCount
+	// FetchAdds and CmpSwaps executed for the peer; CmpSwapMatched of
+	// them matched (and so wrote).
+	FetchAdds, CmpSwaps, CmpSwapMatched uint64
+}
+
+// ProbeResult is the outcome of the RFC 7306 capability probe (a FetchAdd
+// of 0; docs/spec/rfc7306.md#probe).
+type ProbeResult uint8
+
+const (
+	// ProbeFailed: the probe did not tell (connection lost, access error
+	// on the target, timeout, ...).
+	ProbeFailed ProbeResult = iota
+	// ProbeSupported: the peer executed the FetchAdd of 0.
+	ProbeSupported
+	// ProbeNotSupported: the peer answered with Terminate RDMAP / Remote
+	// Operation / Unexpected OpCode (0x0/0x2/0x06), as RFC 7306 §1.1
+	// predicts for an RNIC without the extensions.
+	ProbeNotSupported
+)
+
+func (r ProbeResult) String() string {
+	switch r {
+	case ProbeSupported:
+		return "supported"
+	case ProbeNotSupported:
+		return "not supported"
+	}
+	return "failed"
 }

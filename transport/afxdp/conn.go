@@ -49,7 +49,10 @@ type xconn struct {
 	rfull bool
 }
 
-var _ transport.InlineConn = (*xconn)(nil)
+var (
+	_ transport.InlineConn = (*xconn)(nil)
+	_ transport.Aborter    = (*xconn)(nil)
+)
 
 const handshakeBuf = 1 << 20
 
@@ -394,6 +397,20 @@ func (x *xconn) Close() error {
 	err := x.q.l.do(x.closeOnLoop)
 	if errors.Is(err, errLoopClosed) {
 		return nil // the device closed: everything is gone already
+	}
+	return err
+}
+
+// Abort resets the connection at once (RST, nothing more is sent).
+func (x *xconn) Abort() error {
+	err := x.q.l.do(func() {
+		if !x.closed {
+			x.c.Abort()
+		}
+		x.closeOnLoop()
+	})
+	if errors.Is(err, errLoopClosed) {
+		return nil
 	}
 	return err
 }

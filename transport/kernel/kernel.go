@@ -92,6 +92,14 @@ func NewConn(c *net.TCPConn) transport.Conn {
 
 func (t *tcpConn) EMSS() int { return t.emss }
 
+// Abort closes the connection with a reset (SO_LINGER 0).
+func (t *tcpConn) Abort() error {
+	t.SetLinger(0)
+	return t.Close()
+}
+
+var _ transport.Aborter = (*tcpConn)(nil)
+
 // netConn adapts any net.Conn (CloseWrite when the conn has it).
 type netConn struct {
 	net.Conn

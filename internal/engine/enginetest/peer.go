@@ -1,8 +1,8 @@
-// Package datapathtest has a raw iWARP peer for tests of the datapath
+// Package enginetest has a raw iWARP peer for tests of the
 // engine: it performs the MPA exchange by hand over a kernel TCP
 // connection and then sends arbitrary (also malformed) DDP segments and
 // reads back what the engine answers, typically a Terminate to decode with
-// term.Decode. It imports only the wire packages, so datapath's own tests
+// term.Decode. It imports only the wire packages, so the engine's own tests
 // can use it.
 package enginetest
 
@@ -113,7 +113,7 @@ func Handshake(c net.Conn, o Options) (*Peer, error) {
 	p.Framer = mpa.NewFramer(mpa.FramerConfig{Markers: reply.M(), CRC: p.CRC})
 	p.Deframer = mpa.NewDeframer(mpa.DeframerConfig{Markers: o.Markers, CRC: p.CRC})
 	if reply.R() {
-		return p, errors.New("datapathtest: rejected")
+		return p, errors.New("enginetest: rejected")
 	}
 	return p, nil
 }
@@ -210,7 +210,7 @@ func RawFrame(key string, flags, rev byte, pdLength uint16, pd []byte) []byte {
 }
 
 // ErrReplied: the responder answered a frame it should have dropped.
-var ErrReplied = errors.New("datapathtest: the responder sent bytes before closing")
+var ErrReplied = errors.New("enginetest: the responder sent bytes before closing")
 
 // ExpectDropped connects to addr, writes frame and waits until the
 // responder closes the connection. It returns nil when the connection was
