@@ -31,7 +31,15 @@ func runPair(t *testing.T, args ...string) string {
 	args = append(args, "-p", port, "--bind", "127.0.0.1")
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	sp, err := parseParams(args, &bytes.Buffer{})
+	// Both ends write --out_json_file: the server to a file of its own,
+	// or the two would race for the client's.
+	sargs := append([]string(nil), args...)
+	for i := range sargs[:len(sargs)-1] {
+		if sargs[i] == "--out_json_file" {
+			sargs[i+1] += ".server"
+		}
+	}
+	sp, err := parseParams(sargs, &bytes.Buffer{})
 	if err != nil {
 		t.Fatal(err)
 	}

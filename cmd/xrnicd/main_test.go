@@ -173,7 +173,7 @@ func TestAllowAndStartupLog(t *testing.T) {
 		reason = `transport=kernel reason="--iface lo given but this process may not use afxdp`
 	}
 	for _, want := range []string{reason, `allow=10.1.0.0/16`} {
-		if !strings.Contains(d.Log.String(), want) {
+		if !d.WaitLog(t, want) {
 			t.Errorf("start-up log lacks %s:\n%s", want, d.Log.String())
 		}
 	}
@@ -202,7 +202,7 @@ func TestAllowAndStartupLog(t *testing.T) {
 	}
 	d.Stop(t, 20*time.Second)
 	d = startDaemon(t)
-	if !strings.Contains(d.Log.String(), `allow="all peers (no --allow given)"`) {
+	if !d.WaitLog(t, `allow="all peers (no --allow given)"`) {
 		t.Errorf("start-up log does not state the default allow list:\n%s", d.Log.String())
 	}
 	d.Stop(t, 20*time.Second)

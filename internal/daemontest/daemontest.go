@@ -210,6 +210,20 @@ type Daemon struct {
 	exited chan struct{}
 }
 
+// WaitLog waits (5 s at most) until the daemon's log contains want: the
+// log is copied from a pipe and may trail what the daemon already
+// reported through its control socket.
+func (d *Daemon) WaitLog(t testing.TB, want string) bool {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); !strings.Contains(d.Log.String(), want); {
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return true
+}
+
 // Start builds the binaries, starts xrnicd and waits until it is ready.
 // A cleanup kills it if the test did not stop it, and logs its output if
 // the test failed.
@@ -253,9 +267,7 @@ func Start(t testing.TB, o Options) *Daemon {
 			Metrics   string `json:"metrics"`
 		}
 		out, err := d.Ctl.Run("status", "-j")
-		// Ready in the status, and the start-up log written through its
-		// last line (the log is copied from a pipe, behind the status).
-		if err == nil && json.Unmarshal([]byte(out), &st) == nil && st.Ready && strings.Contains(d.Log.String(), "xrnicd ready") {
+		if err == nil && json.Unmarshal([]byte(out), &st) == nil && st.Ready {
 			d.Transport, d.Listen, d.Metrics = st.Transport, st.Listen, st.Metrics
 			break
 		}

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"xrnic/mem"
+	"xrnic/transport"
 	"xrnic/wire/mpa"
 )
 
@@ -31,12 +32,13 @@ func TestTxStepOneFPDUAtATime(t *testing.T) {
 			t.Fatal(err)
 		}
 		qp.begin()
-		if err := qp.establish(&nullLLP{closed: make(chan struct{})}, ConnInfo{Initiator: true, CRC: true, MarkersTx: markers, IRD: 2, ORD: 2}, 0); err != nil {
+		llp := &inlineNull{nullLLP: nullLLP{closed: make(chan struct{})}}
+		if err := qp.establish(llp, ConnInfo{Initiator: true, CRC: true, MarkersTx: markers, IRD: 2, ORD: 2}, 0); err != nil {
 			t.Fatal(err)
 		}
-		qp.mu.Lock()
-		qp.fpduEnds = make([]int, 0, 4) // as establish does for an inline LLP
-		qp.mu.Unlock()
+		if llp.step == nil {
+			t.Fatal("establish did not start the inline transmit seam")
+		}
 		sizes := []uint32{0, 1, 3, 100, 1400, 5000, 20000}
 		for i, n := range sizes {
 			err := qp.PostSend(&SendWR{ID: uint64(i), Op: OpWrite, SGL: []SGE{{Addr: 0, Length: n, LKey: mr.STag()}},
@@ -49,7 +51,7 @@ func TestTxStepOneFPDUAtATime(t *testing.T) {
 		fpdus, total := 0, 0
 		for range 1000 {
 			got := 0
-			qp.txStep(4096, func(fpdu []byte) {
+			llp.step(4096, func(fpdu []byte) {
 				ulpdu, n, err := df.Next(fpdu)
 				if err != nil || ulpdu == nil || n != len(fpdu) || df.Pending() != 0 {
 					t.Fatalf("markers %v: piece of %d bytes is not one FPDU: ulpdu %v consumed %d pending %d err %v",
@@ -75,4 +77,16 @@ func TestTxStepOneFPDUAtATime(t *testing.T) {
 		}
 		d.Close()
 	}
+}
+
+// inlineNull is a transport.InlineConn that sends nowhere: the test runs
+// the transmit step itself, as a poll loop would.
+type inlineNull struct {
+	nullLLP
+	step transport.TxStep
+}
+
+func (n *inlineNull) StartInline(step transport.TxStep) func() {
+	n.step = step
+	return func() {}
 }
