@@ -11,6 +11,7 @@ import (
 
 	"xrnic/internal/engine"
 	"xrnic/internal/engine/enginetest"
+	"xrnic/internal/netnstest"
 	"xrnic/mem"
 	"xrnic/transport/afxdp"
 	"xrnic/wire/rdmap"
@@ -25,7 +26,7 @@ import (
 func TestIntegrationMalformedAFXDP(t *testing.T) {
 	e := newWireEnv(t, false)
 	var srv *engine.Device
-	if err := nsDo(t, e.nsA, func() (err error) {
+	if err := netnstest.In(t, e.nsA, func() (err error) {
 		tr, err := afxdp.Open(afxdp.Config{Iface: e.devA, MinRTO: 20 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)})
 		if err != nil {
 			return err
@@ -37,7 +38,7 @@ func TestIntegrationMalformedAFXDP(t *testing.T) {
 	}
 	defer srv.Close()
 	var cli *engine.Device
-	if err := nsDo(t, e.nsB, func() (err error) {
+	if err := netnstest.In(t, e.nsB, func() (err error) {
 		cli, err = engine.Open(engine.Config{ConnTimeout: 5 * time.Second})
 		return err
 	}); err != nil {
@@ -45,7 +46,7 @@ func TestIntegrationMalformedAFXDP(t *testing.T) {
 	}
 	defer cli.Close()
 	var ln *engine.Listener
-	if err := nsDo(t, e.nsA, func() (err error) {
+	if err := netnstest.In(t, e.nsA, func() (err error) {
 		ln, err = srv.Listen("tcp", netip.AddrPortFrom(rlIPA, 0).String())
 		return err
 	}); err != nil {
@@ -146,7 +147,7 @@ func TestIntegrationMalformedAFXDP(t *testing.T) {
 	for _, c := range cases {
 		acc := accept()
 		var rp *enginetest.Peer
-		if err := nsDo(t, e.nsB, func() (err error) {
+		if err := netnstest.In(t, e.nsB, func() (err error) {
 			rp, err = enginetest.Dial(ctx, addr, enginetest.Options{})
 			return err
 		}); err != nil {

@@ -93,12 +93,12 @@ func newWireEnv(t testing.TB, wire bool) *wireEnv {
 		rlIP(t, "-n", x.ns, "link", "set", x.dev, "up")
 		rlIP(t, "-n", x.ns, "link", "set", "lo", "up")
 		rlIP(t, "-n", x.ns, "route", "replace", "198.18.2.0/24", "dev", x.dev, "proto", "kernel", "scope", "link", "src", x.ip.String(), "rto_min", "20ms")
-		if err := nsDo(t, x.ns, func() error { return setTxChecksum(x.dev, false) }); err != nil {
+		if err := netnstest.In(t, x.ns, func() error { return setTxChecksum(x.dev, false) }); err != nil {
 			t.Fatal(err)
 		}
 	}
 	if wire {
-		if err := nsDo(t, e.nsM, func() error {
+		if err := netnstest.In(t, e.nsM, func() error {
 			w, err := bpf.LoadWire()
 			if err != nil {
 				return err
@@ -124,17 +124,11 @@ func newWireEnv(t testing.TB, wire bool) *wireEnv {
 	return e
 }
 
-// nsDo runs f on a fresh OS thread in namespace ns.
-func nsDo(t testing.TB, ns string, f func() error) error {
-	t.Helper()
-	return netnstest.In(t, ns, f)
-}
-
 // kernelTCP reads the Tcp: counters of /proc/net/snmp in namespace ns.
 func kernelTCP(t testing.TB, ns string) map[string]uint64 {
 	t.Helper()
 	m := map[string]uint64{}
-	if err := nsDo(t, ns, func() error {
+	if err := netnstest.In(t, ns, func() error {
 		f, err := os.Open("/proc/thread-self/net/snmp")
 		if err != nil {
 			return err

@@ -20,6 +20,7 @@ import (
 
 	"xrnic/bpf"
 	"xrnic/internal/engine"
+	"xrnic/internal/netnstest"
 	"xrnic/mem"
 )
 
@@ -128,7 +129,7 @@ func newRestartPeer(t *testing.T, e *wireEnv, dev *engine.Device, addr string) *
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
-	if err := nsDo(t, e.nsB, func() error { return p.qp.Connect(ctx, addr, engine.ConnParams{}) }); err != nil {
+	if err := netnstest.In(t, e.nsB, func() error { return p.qp.Connect(ctx, addr, engine.ConnParams{}) }); err != nil {
 		t.Fatalf("connect to xrnicd at %s: %v", addr, err)
 	}
 	return p
@@ -185,7 +186,7 @@ func TestIntegrationRestart(t *testing.T) {
 	// The peer: a kernel-transport device in B (no GSO beyond one
 	// segment there, as the daemon's AF_XDP socket is single-buffer).
 	var peer *engine.Device
-	if err := nsDo(t, e.nsB, func() (err error) {
+	if err := netnstest.In(t, e.nsB, func() (err error) {
 		peer, err = engine.Open(engine.Config{ConnTimeout: 5 * time.Second})
 		return err
 	}); err != nil {
@@ -252,7 +253,7 @@ func TestIntegrationRestart(t *testing.T) {
 	stale := afterKill
 	if len(stale) == 0 {
 		var sp *bpf.Program
-		if err := nsDo(t, e.nsA, func() error {
+		if err := netnstest.In(t, e.nsA, func() error {
 			p, err := bpf.Load(bpf.Options{})
 			if err != nil {
 				return err

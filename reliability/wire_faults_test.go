@@ -19,6 +19,7 @@ import (
 	"xrnic/atomics"
 	"xrnic/bpf"
 	"xrnic/internal/engine"
+	"xrnic/internal/netnstest"
 	"xrnic/mem"
 	"xrnic/transport/afxdp"
 	"xrnic/wire/term"
@@ -236,7 +237,7 @@ func wfOpen(t *testing.T, e *wireEnv, tr string) (a, b *engine.Device) {
 	open := func(ns, dev string) *engine.Device {
 		var d *engine.Device
 		cfg := engine.Config{ConnTimeout: 10 * time.Second}
-		if err := nsDo(t, ns, func() (err error) {
+		if err := netnstest.In(t, ns, func() (err error) {
 			if tr == trAFXDP {
 				// Native XDP: generic XDP skips skbs a tc program
 				// redirected (skb_is_redirected in
@@ -612,7 +613,7 @@ func wfCheck(b []byte, lo, hi uint32) error {
 func wfConnect(t *testing.T, e *wireEnv, a, b *engine.Device, srv []*wfServer, cli []*wfClient) {
 	t.Helper()
 	var ln *engine.Listener
-	if err := nsDo(t, e.nsA, func() (err error) {
+	if err := netnstest.In(t, e.nsA, func() (err error) {
 		ln, err = a.Listen("tcp", netip.AddrPortFrom(rlIPA, 0).String())
 		return err
 	}); err != nil {
@@ -636,7 +637,7 @@ func wfConnect(t *testing.T, e *wireEnv, a, b *engine.Device, srv []*wfServer, c
 		acc <- nil
 	}()
 	for i := range cli {
-		if err := nsDo(t, e.nsB, func() error { return cli[i].qp.Connect(ctx, ln.Addr().String(), engine.ConnParams{}) }); err != nil {
+		if err := netnstest.In(t, e.nsB, func() error { return cli[i].qp.Connect(ctx, ln.Addr().String(), engine.ConnParams{}) }); err != nil {
 			t.Fatalf("connect %d: %v", i, err)
 		}
 	}

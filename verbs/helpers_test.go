@@ -81,15 +81,7 @@ func connect(t testing.TB, c, s *side, cp, sp ConnParam) {
 	}
 	defer ln.Close()
 	ctx := ctxT(t)
-	errc := make(chan error, 1)
-	go func() {
-		req, err := ln.Accept(ctx)
-		if err != nil {
-			errc <- err
-			return
-		}
-		errc <- req.Accept(ctx, s.qp, sp)
-	}()
+	errc := acceptAsync(ctx, ln, s.qp, sp)
 	if err := c.qp.Dial(ctx, ln.Addr().String(), cp); err != nil {
 		t.Fatalf("dial: %v", err)
 	}
@@ -135,4 +127,18 @@ func fill(b []byte, seed byte) {
 	for i := range b {
 		b[i] = seed + byte(i*7)
 	}
+}
+
+// acceptAsync accepts one request on ln onto qp with p, in the
+// background; the channel yields the outcome.
+func acceptAsync(ctx context.Context, ln *Listener, qp *QP, p ConnParam) <-chan error {
+	errc := make(chan error, 1)
+	go func() {
+		req, err := ln.Accept(ctx)
+		if err == nil {
+			err = req.Accept(ctx, qp, p)
+		}
+		errc <- err
+	}()
+	return errc
 }

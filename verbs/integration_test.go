@@ -36,37 +36,21 @@ type nsEnv struct {
 	devA, devB string
 }
 
-func requireRootNS(t testing.TB) {
-	t.Helper()
-	netnstest.RequireRoot(t, true)
-}
-
-func ipCmd(t testing.TB, args ...string) {
-	t.Helper()
-	netnstest.IP(t, args...)
-}
-
 // newNSEnv makes the namespace pair, GSO limited to one MTU-sized segment:
 // a single-buffer AF_XDP socket cannot take the 64 KiB GSO frames a kernel
 // TCP peer would send over veth.
 func newNSEnv(t testing.TB) *nsEnv {
 	t.Helper()
-	requireRootNS(t)
+	netnstest.RequireRoot(t, true)
 	p := netnstest.NewPair(t, netnstest.PairOptions{Prefix: nsPrefix, DevA: "vba", DevB: "vbb",
 		AddrA: ipA, AddrB: ipB, LimitGSO: true})
 	return &nsEnv{nsA: p.NSA, nsB: p.NSB, devA: p.DevA, devB: p.DevB}
 }
 
-// in runs f on a fresh OS thread in namespace ns.
-func in(t testing.TB, ns string, f func() error) error {
-	t.Helper()
-	return netnstest.In(t, ns, f)
-}
-
 func openIn(t testing.TB, ns string, cfg DeviceConfig) *Device {
 	t.Helper()
 	var d *Device
-	if err := in(t, ns, func() (err error) {
+	if err := netnstest.In(t, ns, func() (err error) {
 		d, err = Open(cfg)
 		return err
 	}); err != nil {
@@ -84,7 +68,7 @@ func afxdpConfig(iface string) DeviceConfig {
 func connectNS(t testing.TB, c *side, nsC string, s *side, nsS string, srvIP netip.Addr) {
 	t.Helper()
 	var ln *Listener
-	if err := in(t, nsS, func() (err error) {
+	if err := netnstest.In(t, nsS, func() (err error) {
 		ln, err = s.dev.Listen("tcp", netip.AddrPortFrom(srvIP, 0).String())
 		return err
 	}); err != nil {
@@ -93,16 +77,8 @@ func connectNS(t testing.TB, c *side, nsC string, s *side, nsS string, srvIP net
 	defer ln.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
-	errc := make(chan error, 1)
-	go func() {
-		req, err := ln.Accept(ctx)
-		if err != nil {
-			errc <- err
-			return
-		}
-		errc <- req.Accept(ctx, s.qp, ConnParam{})
-	}()
-	if err := in(t, nsC, func() error { return c.qp.Dial(ctx, ln.Addr().String(), ConnParam{}) }); err != nil {
+	errc := acceptAsync(ctx, ln, s.qp, ConnParam{})
+	if err := netnstest.In(t, nsC, func() error { return c.qp.Dial(ctx, ln.Addr().String(), ConnParam{}) }); err != nil {
 		t.Fatalf("dial: %v", err)
 	}
 	if err := <-errc; err != nil {
@@ -236,9 +212,9 @@ func TestIntegrationAFXDPKernel(t *testing.T) {
 func TestIntegrationAFXDPOpenErrors(t *testing.T) {
 	e := newNSEnv(t)
 	// A bridge has no driver XDP support: native attach is refused.
-	ipCmd(t, "-n", e.nsA, "link", "add", "dum0", "type", "bridge")
-	ipCmd(t, "-n", e.nsA, "addr", "add", "198.18.2.1/24", "dev", "dum0")
-	ipCmd(t, "-n", e.nsA, "link", "set", "dum0", "up")
+	netnstest.IP(t, "-n", e.nsA, "link", "add", "dum0", "type", "bridge")
+	netnstest.IP(t, "-n", e.nsA, "addr", "add", "198.18.2.1/24", "dev", "dum0")
+	netnstest.IP(t, "-n", e.nsA, "link", "set", "dum0", "up")
 	cases := []struct {
 		name string
 		cfg  DeviceConfig
@@ -252,7 +228,7 @@ func TestIntegrationAFXDPOpenErrors(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			err := in(t, e.nsA, func() error {
+			err := netnstest.In(t, e.nsA, func() error {
 				d, err := Open(tc.cfg)
 				if err == nil {
 					d.Close()

@@ -92,14 +92,7 @@ func TestCaptureTshark(t *testing.T) {
 	time.Sleep(300 * time.Millisecond) // the filter is attached after the banner
 
 	// The session: Rev 1, CRC on (the default).
-	errc := make(chan error, 1)
-	go func() {
-		req, err := ln.Accept(ctx)
-		if err == nil {
-			err = req.Accept(ctx, s.qp, ConnParams{})
-		}
-		errc <- err
-	}()
+	errc := acceptAsync(ctx, ln, s.qp, ConnParams{})
 	if err := c.qp.Connect(ctx, ln.Addr().String(), ConnParams{Rev: 1}); err != nil {
 		t.Fatal(err)
 	}

@@ -83,14 +83,7 @@ func TestIntegrationXDPCloseRightAfterError(t *testing.T) {
 		s := newQPSide(t, a, 1<<16)
 		mustRecv(t, s.qp, RecvWR{ID: 1, SGL: []SGE{s.sge(0, 64)}})
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		errc := make(chan error, 1)
-		go func() {
-			req, err := ln.Accept(ctx)
-			if err == nil {
-				err = req.Accept(ctx, s.qp, ConnParams{})
-			}
-			errc <- err
-		}()
+		errc := acceptAsync(ctx, ln, s.qp, ConnParams{})
 		var p *enginetest.Peer
 		if err := e.in(t, e.nsB, func() (err error) {
 			p, err = enginetest.Dial(ctx, ln.Addr().String(), enginetest.Options{})

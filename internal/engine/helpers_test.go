@@ -63,15 +63,7 @@ func connectPair(t testing.TB, bufLen int, attr QPAttr, cp, sp ConnParams) (c, s
 	defer ln.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	errc := make(chan error, 1)
-	go func() {
-		req, err := ln.Accept(ctx)
-		if err != nil {
-			errc <- err
-			return
-		}
-		errc <- req.Accept(ctx, s.qp, sp)
-	}()
+	errc := acceptAsync(ctx, ln, s.qp, sp)
 	if err := c.qp.Connect(ctx, ln.Addr().String(), cp); err != nil {
 		t.Fatalf("connect: %v", err)
 	}
@@ -116,4 +108,18 @@ func fill(b []byte, seed byte) {
 	for i := range b {
 		b[i] = seed + byte(i*7)
 	}
+}
+
+// acceptAsync accepts one Request on ln onto qp with sp, in the
+// background; the channel yields the outcome.
+func acceptAsync(ctx context.Context, ln *Listener, qp *QP, sp ConnParams) <-chan error {
+	errc := make(chan error, 1)
+	go func() {
+		req, err := ln.Accept(ctx)
+		if err == nil {
+			err = req.Accept(ctx, qp, sp)
+		}
+		errc <- err
+	}()
+	return errc
 }

@@ -35,14 +35,7 @@ func rawPair(t *testing.T, o enginetest.Options) (*side, *enginetest.Peer) {
 	defer ln.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	errc := make(chan error, 1)
-	go func() {
-		req, err := ln.Accept(ctx)
-		if err == nil {
-			err = req.Accept(ctx, s.qp, ConnParams{})
-		}
-		errc <- err
-	}()
+	errc := acceptAsync(ctx, ln, s.qp, ConnParams{})
 	p, err := enginetest.Dial(ctx, ln.Addr().String(), o)
 	if err != nil {
 		t.Fatal(err)

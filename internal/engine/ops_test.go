@@ -164,15 +164,7 @@ func TestInsufficientIRD(t *testing.T) {
 	defer ln.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	errc := make(chan error, 1)
-	go func() {
-		req, err := ln.Accept(ctx)
-		if err != nil {
-			errc <- err
-			return
-		}
-		errc <- req.Accept(ctx, s.qp, ConnParams{RequiredORD: 8})
-	}()
+	errc := acceptAsync(ctx, ln, s.qp, ConnParams{RequiredORD: 8})
 	err := c.qp.Connect(ctx, ln.Addr().String(), ConnParams{})
 	var re *RejectedError
 	if !errors.As(err, &re) || !re.HasEnhanced || re.PeerEnhanced.ORD != 8 {

@@ -145,14 +145,7 @@ func TestManyQPsConcurrent(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		errc := make(chan error, 1)
-		go func() {
-			req, err := ln.Accept(ctx)
-			if err == nil {
-				err = req.Accept(ctx, sqp, ConnParams{})
-			}
-			errc <- err
-		}()
+		errc := acceptAsync(ctx, ln, sqp, ConnParams{})
 		if err := cs.qp.Connect(ctx, ln.Addr().String(), ConnParams{}); err != nil {
 			t.Fatal(err)
 		}

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"xrnic/internal/netnstest"
+
 	"golang.org/x/sys/unix"
 )
 
@@ -90,7 +92,7 @@ func cpuTime() time.Duration {
 }
 
 func BenchmarkIntegrationXDP(b *testing.B) {
-	requireXDPRoot(b)
+	netnstest.RequireRoot(b, true)
 	for _, mtu := range []int{1500, 3498, 9000} {
 		b.Run("mtu"+itoa(mtu), func(b *testing.B) {
 			b.Run("afxdp", func(b *testing.B) {

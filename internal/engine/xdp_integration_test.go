@@ -49,23 +49,13 @@ type xdpEnv struct {
 	devA, devB string
 }
 
-func requireXDPRoot(t testing.TB) {
-	t.Helper()
-	netnstest.RequireRoot(t, true)
-}
-
-func ipRun(t testing.TB, args ...string) {
-	t.Helper()
-	netnstest.IP(t, args...)
-}
-
 // newXDPEnv makes the namespace pair. mtu 0 keeps 1500. limitGSO limits
 // GSO to one MTU-sized segment (see the package doc of the afxdp
 // transport: a single-buffer AF_XDP socket cannot take the 64 KiB GSO
 // frames a veth peer's kernel TCP sends).
 func newXDPEnv(t testing.TB, mtu int, limitGSO bool) *xdpEnv {
 	t.Helper()
-	requireXDPRoot(t)
+	netnstest.RequireRoot(t, true)
 	p := netnstest.NewPair(t, netnstest.PairOptions{Prefix: xdpNSPrefix, DevA: "xdpa", DevB: "xdpb",
 		AddrA: xdpIPA, AddrB: xdpIPB, MTU: mtu, LimitGSO: limitGSO})
 	return &xdpEnv{nsA: p.NSA, nsB: p.NSB, devA: p.DevA, devB: p.DevB}
@@ -525,7 +515,7 @@ func TestIntegrationXDPCleanup(t *testing.T) {
 		}
 	}
 	for _, ns := range []string{e.nsA, e.nsB} {
-		ipRun(t, "netns", "del", ns)
+		netnstest.IP(t, "netns", "del", ns)
 	}
 	out, _ := exec.Command("ip", "netns", "list").Output()
 	if strings.Contains(string(out), e.nsA) || strings.Contains(string(out), e.nsB) {
