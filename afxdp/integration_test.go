@@ -312,22 +312,7 @@ func waitComplete(s *Socket, n int) int {
 // a port that is not steered works both ways, and ARP/other frames pass.
 func TestIntegrationKernelTCP(t *testing.T) {
 	r := newRig(t, 1, bpf.ModeAuto, SocketOptions{})
-	var ln net.Listener
-	netnstest.Do(t, r.pair.NSA, func() {
-		var err error
-		if ln, err = net.Listen("tcp", net.JoinHostPort(net.IP(ipA[:]).String(), strconv.Itoa(kernelPort))); err != nil {
-			t.Fatal(err)
-		}
-	})
-	defer ln.Close()
-	go func() {
-		c, err := ln.Accept()
-		if err != nil {
-			return
-		}
-		defer c.Close()
-		io.Copy(c, c)
-	}()
+	addr := netnstest.Serve(t, r.pair.NSA, net.JoinHostPort(net.IP(ipA[:]).String(), strconv.Itoa(kernelPort)), true)
 	before, _ := r.prog.Counters()
 	msg := make([]byte, 1<<20)
 	for i := range msg {
@@ -337,7 +322,7 @@ func TestIntegrationKernelTCP(t *testing.T) {
 	go func() {
 		var c net.Conn
 		if err := netns.Do(r.pair.NSB, func() (err error) {
-			c, err = net.DialTimeout("tcp", ln.Addr().String(), 5*time.Second)
+			c, err = net.DialTimeout("tcp", addr, 5*time.Second)
 			return err
 		}); err != nil {
 			errc <- err

@@ -4,7 +4,6 @@ package engine
 
 import (
 	"context"
-	"io"
 	"net"
 	"net/netip"
 	"testing"
@@ -50,25 +49,10 @@ func benchOps(b *testing.B, c, s *side) {
 // benchStream is an iperf-style kernel TCP stream from A to B in 64 KiB
 // writes.
 func benchStream(b *testing.B, e *xdpEnv) {
-	var ln net.Listener
-	if err := e.in(b, e.nsB, func() (err error) {
-		ln, err = net.Listen("tcp", netip.AddrPortFrom(xdpIPB, 0).String())
-		return err
-	}); err != nil {
-		b.Fatal(err)
-	}
-	defer ln.Close()
-	go func() {
-		c, err := ln.Accept()
-		if err != nil {
-			return
-		}
-		defer c.Close()
-		io.Copy(io.Discard, c)
-	}()
+	addr := netnstest.Serve(b, e.nsB, netip.AddrPortFrom(xdpIPB, 0).String(), false)
 	var c net.Conn
 	if err := e.in(b, e.nsA, func() (err error) {
-		c, err = net.DialTimeout("tcp", ln.Addr().String(), 5*time.Second)
+		c, err = net.DialTimeout("tcp", addr, 5*time.Second)
 		return err
 	}); err != nil {
 		b.Fatal(err)

@@ -120,46 +120,11 @@ func newQPSide(t testing.TB, d *Device, bufLen int) *side {
 // server listens in nsS.
 func (e *xdpEnv) connectN(t testing.TB, cli *Device, nsC string, srv *Device, nsS string, srvIP netip.Addr, n, bufLen int) (cs, ss []*side) {
 	t.Helper()
-	var ln *Listener
-	if err := e.in(t, nsS, func() (err error) {
-		ln, err = srv.Listen("tcp", netip.AddrPortFrom(srvIP, 0).String())
-		return err
-	}); err != nil {
-		t.Fatalf("listen: %v", err)
-	}
-	defer ln.Close()
-	addr := ln.Addr().String()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
 	for range n {
 		cs = append(cs, newQPSide(t, cli, bufLen))
 		ss = append(ss, newQPSide(t, srv, bufLen))
 	}
-	acc := make(chan error, 1)
-	go func() {
-		for i := range n {
-			req, err := ln.Accept(ctx)
-			if err != nil {
-				acc <- fmt.Errorf("accept %d: %w", i, err)
-				return
-			}
-			if err := req.Accept(ctx, ss[i].qp, ConnParams{}); err != nil {
-				acc <- fmt.Errorf("accept %d: %w", i, err)
-				return
-			}
-		}
-		acc <- nil
-	}()
-	// The server side pairs requests with its QPs in accept order, so
-	// dial one at a time.
-	for i := range n {
-		if err := e.in(t, nsC, func() error { return cs[i].qp.Connect(ctx, addr, ConnParams{}) }); err != nil {
-			t.Fatalf("connect %d to %s: %v", i, addr, err)
-		}
-	}
-	if err := <-acc; err != nil {
-		t.Fatal(err)
-	}
+	e.connectSides(t, nsC, cs, nsS, srv, srvIP.String(), ss)
 	return cs, ss
 }
 
@@ -341,28 +306,13 @@ func TestIntegrationXDPToKernel(t *testing.T) {
 // kernelEcho runs a kernel TCP echo across the pair (A listens) while the
 // caller's iWARP traffic runs on the same interface.
 func kernelEcho(t *testing.T, e *xdpEnv, size int) error {
-	var ln net.Listener
-	if err := e.in(t, e.nsA, func() (err error) {
-		ln, err = net.Listen("tcp", netip.AddrPortFrom(xdpIPA, 0).String())
-		return err
-	}); err != nil {
-		return err
-	}
-	defer ln.Close()
-	go func() {
-		c, err := ln.Accept()
-		if err != nil {
-			return
-		}
-		defer c.Close()
-		io.Copy(c, c)
-	}()
+	addr := netnstest.Serve(t, e.nsA, netip.AddrPortFrom(xdpIPA, 0).String(), true)
 	msg := make([]byte, size)
 	for i := range msg {
 		msg[i] = byte(i * 13)
 	}
 	return e.in(t, e.nsB, func() error {
-		c, err := net.DialTimeout("tcp", ln.Addr().String(), 5*time.Second)
+		c, err := net.DialTimeout("tcp", addr, 5*time.Second)
 		if err != nil {
 			return err
 		}

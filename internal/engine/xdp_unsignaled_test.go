@@ -75,6 +75,8 @@ func (e *xdpEnv) connectSides(t testing.TB, nsC string, cs []*side, nsS string, 
 		}
 		acc <- nil
 	}()
+	// The server side pairs requests with its QPs in accept order, so
+	// dial one at a time.
 	for i := range cs {
 		if err := e.in(t, nsC, func() error { return cs[i].qp.Connect(ctx, addr, ConnParams{}) }); err != nil {
 			t.Fatalf("connect %d to %s: %v", i, addr, err)

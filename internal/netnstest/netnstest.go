@@ -7,6 +7,8 @@ package netnstest
 
 import (
 	"errors"
+	"io"
+	"net"
 	"net/netip"
 	"testing"
 
@@ -114,4 +116,32 @@ func Ifindex(t testing.TB, ns, dev string) int {
 		t.Fatal(err)
 	}
 	return idx
+}
+
+// Serve listens on addr in namespace ns with kernel TCP and serves one
+// connection: it echoes what it reads (echo), or discards it. It returns
+// the listening address; the listener closes when the test ends.
+func Serve(t testing.TB, ns, addr string, echo bool) string {
+	t.Helper()
+	var ln net.Listener
+	if err := In(t, ns, func() (err error) {
+		ln, err = net.Listen("tcp", addr)
+		return err
+	}); err != nil {
+		t.Fatalf("listen on %s in %s: %v", addr, ns, err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		if echo {
+			io.Copy(c, c)
+		} else {
+			io.Copy(io.Discard, c)
+		}
+	}()
+	return ln.Addr().String()
 }
