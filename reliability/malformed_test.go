@@ -63,17 +63,27 @@ func TestIntegrationMalformedAFXDP(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	// accept serves one connection request with a fresh QP.
-	accept := func() chan *engine.QP {
-		ch := make(chan *engine.QP, 1)
+	type served struct {
+		qp *engine.QP
+		cq *engine.CQ
+	}
+	accept := func() chan served {
+		ch := make(chan served, 1)
 		go func() {
 			req, err := ln.Accept(ctx)
 			if err != nil {
 				t.Errorf("accept: %v", err)
-				ch <- nil
+				ch <- served{}
 				return
 			}
 			cq, _ := srv.CreateCQ(32)
 			qp, err := srv.CreateQP(engine.QPAttr{PD: spd, SendCQ: cq, RecvCQ: cq, SQDepth: 8, RQDepth: 8})
+			// Two receives in the last KiB (the Sends below need them).
+			for i := range 2 {
+				if err == nil {
+					err = qp.PostRecv(&engine.RecvWR{ID: uint64(i), SGL: []engine.SGE{{Addr: smr.BaseTO() + 3072 + uint64(i)*512, Length: 512, LKey: smr.STag()}}})
+				}
+			}
 			if err == nil {
 				err = req.Accept(ctx, qp, engine.ConnParams{})
 			}
@@ -81,7 +91,7 @@ func TestIntegrationMalformedAFXDP(t *testing.T) {
 				t.Errorf("accept: %v", err)
 				qp = nil
 			}
-			ch <- qp
+			ch <- served{qp, cq}
 		}()
 		return ch
 	}
@@ -90,7 +100,7 @@ func TestIntegrationMalformedAFXDP(t *testing.T) {
 	acc := accept()
 	p := newRestartPeer(t, e, cli, addr)
 	defer p.qp.Close()
-	healthy := <-acc
+	healthy := (<-acc).qp
 	if healthy == nil {
 		t.FailNow()
 	}
@@ -143,6 +153,19 @@ func TestIntegrationMalformedAFXDP(t *testing.T) {
 			b[9] = 5 // QN 5 (big-endian word at 6..9)
 			return p.FPDU(b)
 		}, term.DDPUntaggedInvalidQN},
+		// Untagged segments in order (issue: MO must be the bytes so far).
+		{"Send first segment MO 4", func(p *enginetest.Peer) []byte {
+			b := make([]byte, 18+4)
+			rdmap.PutSend(b, rdmap.OpSend, 0, 1, 4, true, 4)
+			return p.FPDU(b)
+		}, term.DDPUntaggedInvalidMO},
+		{"Send with a gap", func(p *enginetest.Peer) []byte {
+			b := make([]byte, 18+4)
+			rdmap.PutSend(b, rdmap.OpSend, 0, 1, 0, false, 4)
+			first := append([]byte(nil), p.FPDU(b)...)
+			rdmap.PutSend(b, rdmap.OpSend, 0, 1, 40, true, 4)
+			return append(first, p.FPDU(b)...)
+		}, term.DDPUntaggedInvalidMO},
 	}
 	for _, c := range cases {
 		acc := accept()
@@ -153,7 +176,8 @@ func TestIntegrationMalformedAFXDP(t *testing.T) {
 		}); err != nil {
 			t.Fatalf("%s: raw peer: %v", c.name, err)
 		}
-		qp := <-acc
+		sv := <-acc
+		qp := sv.qp
 		if err := rp.WriteRaw(c.frame(rp)); err != nil {
 			t.Fatalf("%s: %v", c.name, err)
 		}
@@ -164,6 +188,12 @@ func TestIntegrationMalformedAFXDP(t *testing.T) {
 		if qp != nil {
 			if qe := qp.Err(); qe != c.want {
 				t.Errorf("%s: server QP error %v, want %v", c.name, qe, c.want)
+			}
+			// Both receives are flushed: none completes with bytes that
+			// never arrived.
+			wc := make([]engine.Completion, 4)
+			if n := sv.cq.Poll(wc); n != 2 || wc[0].Status != engine.StatusWRFlushErr || wc[1].Status != engine.StatusWRFlushErr {
+				t.Errorf("%s: receive completions %+v, want both flushed", c.name, wc[:n])
 			}
 			qp.Close()
 		}

@@ -564,6 +564,20 @@ func segSend(op rdmap.OpCode, inv, msn, mo uint32, last bool, n int) []byte {
 	return b
 }
 
+// syncRead sends a zero-length Read Request (QN 1 MSN msn) and waits for
+// its Read Response: the engine handles segments in order, so everything
+// sent before has been placed.
+func syncRead(t *testing.T, p *enginetest.Peer, msn uint32) {
+	t.Helper()
+	if err := p.Send(segRead(msn, rdmap.ReadParams{SinkSTag: 0x77, SinkTO: 0x100})); err != nil {
+		t.Fatal(err)
+	}
+	u, err := p.Next(5 * time.Second)
+	if err != nil || u[1]&0xF != byte(rdmap.OpReadResponse) {
+		t.Fatalf("zero-length Read Response: %x %v", u[:min(len(u), 14)], err)
+	}
+}
+
 func segWrite(stag uint32, to uint64, n int) []byte {
 	b := make([]byte, ddp.TaggedHeaderLen+n)
 	if _, err := rdmap.PutWrite(b, stag, to, true, n); err != nil {
@@ -630,9 +644,12 @@ type negCase struct {
 	// prelude runs after the connection is up and before the crafted
 	// segment (its segments are valid).
 	prelude func(t *testing.T, s *negServer, p *enginetest.Peer)
-	seg     func(s *negServer) []byte
-	badCRC  bool
-	want    expTerm
+	// placed: the prelude places bytes, so memory is compared from after
+	// it (the prelude must end with a round trip, see syncRead).
+	placed bool
+	seg    func(s *negServer) []byte
+	badCRC bool
+	want   expTerm
 	// recvHead is the status of receive 1 when the error belongs to it
 	// (0: flushed like the rest).
 	recvHead Status
@@ -730,6 +747,35 @@ func negCases() []negCase {
 		}, want: expTerm{1, 2, 0x04, hdrUntagged, false}},
 		{name: "Send MO beyond the buffer", seg: func(*negServer) []byte { return segSend(rdmap.OpSend, 0, 1, 100, false, 4) },
 			want: expTerm{1, 2, 0x04, hdrUntagged, false}},
+		// Untagged segments arrive in order: each MO is the bytes of the
+		// message so far, or the receive would complete bytes that never
+		// arrived. The receive is flushed, never completed.
+		{name: "Send first segment MO 4", seg: func(*negServer) []byte { return segSend(rdmap.OpSend, 0, 1, 4, true, 4) },
+			want: expTerm{1, 2, 0x04, hdrUntagged, false}},
+		{name: "Send with a gap (MO 0 len 4, then MO 40)",
+			prelude: func(t *testing.T, s *negServer, p *enginetest.Peer) {
+				if err := p.Send(segSend(rdmap.OpSend, 0, 1, 0, false, 4)); err != nil {
+					t.Fatal(err)
+				}
+				syncRead(t, p, 1)
+			},
+			placed: true,
+			seg:    func(*negServer) []byte { return segSend(rdmap.OpSend, 0, 1, 40, true, 4) },
+			want:   expTerm{1, 2, 0x04, hdrUntagged, false}},
+		{name: "Send overlapping (MO 0 len 8, then MO 4)",
+			prelude: func(t *testing.T, s *negServer, p *enginetest.Peer) {
+				if err := p.Send(segSend(rdmap.OpSend, 0, 1, 0, false, 8)); err != nil {
+					t.Fatal(err)
+				}
+				syncRead(t, p, 1)
+			},
+			placed: true,
+			seg:    func(*negServer) []byte { return segSend(rdmap.OpSend, 0, 1, 4, true, 4) },
+			want:   expTerm{1, 2, 0x04, hdrUntagged, false}},
+		{name: "Immediate Data MO 8", seg: func(*negServer) []byte { return segUntagged(0x40|byte(rdmap.OpImmediate), 0, 0, 1, 8, true, 8) },
+			want: expTerm{1, 2, 0x04, hdrUntagged, false}},
+		{name: "Immediate Data without L", seg: func(*negServer) []byte { return segUntagged(0x40|byte(rdmap.OpImmediate), 0, 0, 1, 0, false, 8) },
+			want: expTerm{0, 2, 0xFF, hdrUntagged, false}}, // malformed for rdmap.Classify already
 
 		// Receive buffers (RFC 5041 §7.2: no buffer 1/2/0x02, too long 0x05).
 		{name: "Send with no posted receive", cfg: &srvCfg{postSend: true}, seg: func(*negServer) []byte { return segSend(rdmap.OpSend, 0, 1, 0, true, 4) },
@@ -909,6 +955,9 @@ func runNegCase(t *testing.T, s *negServer, tc negCase) {
 	c := s.accepted(t)
 	if tc.prelude != nil {
 		tc.prelude(t, s, p)
+		if tc.placed {
+			before = s.sums()
+		}
 	}
 	seg := tc.seg(s)
 	fpdu := p.FPDU(seg)

@@ -287,8 +287,12 @@ func (qp *QP) rxSend(seg ddp.Segment, op rdmap.OpCode, pl []byte) *term.Error {
 		qp.recvActive = true
 		qp.recvLen = 0
 	}
+	// The segments of an untagged message arrive in order on a stream
+	// LLP: each starts where the message so far ends (RFC 5041 §5.2, §7;
+	// docs/spec/ddp.md#validation). Anything else would complete bytes
+	// that never arrived.
 	mo := uint64(u.MO())
-	if mo > r.length {
+	if mo != qp.recvLen || mo > r.length {
 		return term.DDPUntaggedInvalidMO
 	}
 	end := mo + uint64(len(pl))
@@ -300,9 +304,7 @@ func (qp *QP) rxSend(seg ddp.Segment, op rdmap.OpCode, pl []byte) *term.Error {
 		qp.failRecvHead(StatusLocProtErr, term.RDMAPLocalCatastrophic)
 		return term.RDMAPLocalCatastrophic
 	}
-	if end > qp.recvLen {
-		qp.recvLen = end
-	}
+	qp.recvLen = end
 	qp.prevWrite = false
 	if !seg.Last() {
 		return nil

@@ -118,6 +118,52 @@ func Handshake(c net.Conn, o Options) (*Peer, error) {
 	return p, nil
 }
 
+// Respond performs the MPA exchange as responder on an accepted
+// connection: it reads the initiator's Request and accepts it in the same
+// revision (RFC 6581 IRD/ORD 16 each, every RTR type), so the engine under
+// test can be the requester. Markers are not supported.
+func Respond(c net.Conn, o Options) (*Peer, error) {
+	c.SetDeadline(time.Now().Add(5 * time.Second))
+	defer c.SetDeadline(time.Time{})
+	hdr := make([]byte, mpa.FrameHeaderLen)
+	if _, err := io.ReadFull(c, hdr); err != nil {
+		return nil, err
+	}
+	rem, err := mpa.FrameRemaining(hdr, mpa.Request)
+	if err != nil {
+		return nil, err
+	}
+	f := make([]byte, mpa.FrameHeaderLen+rem)
+	copy(f, hdr)
+	if _, err := io.ReadFull(c, f[mpa.FrameHeaderLen:]); err != nil {
+		return nil, err
+	}
+	req, err := mpa.ParseFrame(f, mpa.Request)
+	if err != nil {
+		return nil, err
+	}
+	fp := mpa.FrameParams{C: !o.NoCRC, Rev: req.Rev()}
+	if e, ok := req.Enhanced(); ok {
+		reply, _, err := mpa.Respond(e, mpa.ResponderParams{MaxIRD: 16, ORD: 16, RTR: mpa.RTRAll})
+		if err != nil {
+			return nil, err
+		}
+		fp.HasEnhanced, fp.Enhanced = true, reply
+	}
+	buf := make([]byte, mpa.MaxFrameLen)
+	n, err := mpa.PutFrame(buf, mpa.Reply, fp, o.PrivateData)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := c.Write(buf[:n]); err != nil {
+		return nil, err
+	}
+	p := &Peer{Conn: c, Reply: mpa.Frame(buf[:n]), CRC: fp.C || req.C(), rbuf: make([]byte, 1<<16), wbuf: make([]byte, 1<<17)}
+	p.Framer = mpa.NewFramer(mpa.FramerConfig{CRC: p.CRC})
+	p.Deframer = mpa.NewDeframer(mpa.DeframerConfig{CRC: p.CRC})
+	return p, nil
+}
+
 // FPDU frames ulpdu as the next FPDU and returns the wire bytes (to send
 // with WriteRaw, possibly corrupted).
 func (p *Peer) FPDU(ulpdu []byte) []byte {
