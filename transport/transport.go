@@ -74,6 +74,14 @@ type Aborter interface {
 	Abort() error
 }
 
+// MSSAdvertiser is a Conn that knows the MSS it advertised to the peer:
+// the peer's segments, and so its FPDUs, are no longer (RFC 5044 §5.1:
+// FPDUs are sized to the sender's EMSS), which bounds the FPDUs the engine
+// accepts.
+type MSSAdvertiser interface {
+	AdvertisedMSS() int
+}
+
 // Listener accepts LLP connections.
 type Listener interface {
 	// Accept waits for the next established connection (or ctx).

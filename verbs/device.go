@@ -67,6 +67,14 @@ type DeviceConfig struct {
 	// ConnTimeout bounds each step of connection setup and the linger of
 	// a close (10 s).
 	ConnTimeout time.Duration
+	// FPDUTimeout ends a QP whose peer sent part of an FPDU and then
+	// nothing for this long (default 5 s; negative: never): Terminate LLP
+	// 2/0/0x01, every WR flushed. No peer can pin a QP by stopping
+	// mid-FPDU.
+	FPDUTimeout time.Duration
+	// RequestTimeout is the default of QPAttr.RequestTimeout (30 s;
+	// negative: never).
+	RequestTimeout time.Duration
 }
 
 // XDPConfig configures the "afxdp" transport. Only Iface is required.

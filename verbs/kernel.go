@@ -29,6 +29,7 @@ func engineConfig(cfg DeviceConfig) engine.Config {
 	return engine.Config{
 		MaxQPs: cfg.MaxQPs, MaxWR: cfg.MaxWR, MaxSGE: cfg.MaxSGE, MaxCQE: cfg.MaxCQE, MaxMR: cfg.MaxMR,
 		MaxORD: cfg.MaxORD, MaxIRD: cfg.MaxIRD, MaxMsgSize: cfg.MaxMsgSize, ConnTimeout: cfg.ConnTimeout,
+		FPDUTimeout: cfg.FPDUTimeout, RequestTimeout: cfg.RequestTimeout,
 	}
 }
 
@@ -215,7 +216,8 @@ func (k *kernelDev) createQP(pd uint32, a *QPAttr) (qpImpl, error) {
 		return nil, ErrWrongDevice
 	}
 	qp, err := k.d.CreateQP(engine.QPAttr{PD: mem.PD(pd), SendCQ: scq.cq, RecvCQ: rcq.cq,
-		SQDepth: a.SQDepth, RQDepth: a.RQDepth, MaxSGE: a.MaxSGE, SigAll: a.SigAll, MaxORD: a.MaxORD, MaxIRD: a.MaxIRD})
+		SQDepth: a.SQDepth, RQDepth: a.RQDepth, MaxSGE: a.MaxSGE, SigAll: a.SigAll, MaxORD: a.MaxORD, MaxIRD: a.MaxIRD,
+		RequestTimeout: a.RequestTimeout})
 	if err != nil {
 		return nil, mapErr(err)
 	}

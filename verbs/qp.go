@@ -3,6 +3,7 @@ package verbs
 import (
 	"context"
 	"sync"
+	"time"
 
 	"xrnic/wire/term"
 )
@@ -21,6 +22,11 @@ type QPAttr struct {
 	// Atomics the QP will negotiate (default and upper limit: the
 	// device's).
 	MaxORD, MaxIRD int
+	// RequestTimeout is how long an outstanding RDMA Read or Atomic may
+	// wait without any response before it completes with
+	// StatusRetryExcErr and the QP goes to error (an RC QP's timeout in
+	// libibverbs). 0: DeviceConfig.RequestTimeout (30 s); negative: never.
+	RequestTimeout time.Duration
 }
 
 // QP is an iWARP queue pair (ibv_qp + rdma_cm_id): one RDMAP stream over

@@ -298,7 +298,7 @@ func (qp *QP) establish(llp LLP, info ConnInfo, rtr mpa.RTR) error {
 	qp.conn = info
 	qp.ird, qp.ord = info.IRD, info.ORD
 	qp.framer = mpa.NewFramer(mpa.FramerConfig{Markers: info.MarkersTx, CRC: info.CRC})
-	qp.deframer = mpa.NewDeframer(mpa.DeframerConfig{Markers: info.MarkersRx, CRC: info.CRC})
+	qp.deframer = mpa.NewDeframer(mpa.DeframerConfig{Markers: info.MarkersRx, CRC: info.CRC, MaxULPDU: maxULPDU(llp)})
 	qp.mulpdu = info.MULPDU
 	qp.txbuf = make([]byte, txBufLen+qp.framer.WireLen(qp.mulpdu)+64)
 	qp.txReader = qp.dev.table.NewReader()
@@ -513,3 +513,19 @@ func (r *ConnRequest) Close() error {
 }
 
 var _ = mem.LocalWrite
+
+// maxULPDU is the longest ULPDU the peer may send us: the MULPDU of the MSS
+// we advertised, which bounds its EMSS (RFC 5044 §5.1). A longer
+// ULPDU_Length is an MPA error at once (Terminate LLP 2/0/0x05) instead of
+// a wait for bytes that need not come. The bound is the MULPDU without
+// markers (with markers it is not monotonic in the EMSS, and a peer's EMSS
+// may be below our MSS). Where the transport does not know the MSS, the
+// 16-bit field itself is the bound.
+func maxULPDU(llp LLP) int {
+	if a, ok := llp.(transport.MSSAdvertiser); ok {
+		if mss := a.AdvertisedMSS(); mss > 0 {
+			return min(mpa.MULPDU(mss, false), mpa.MaxULPDU)
+		}
+	}
+	return mpa.MaxULPDU
+}

@@ -33,6 +33,17 @@ type Config struct {
 	// a close (10 s).
 	ConnTimeout time.Duration
 
+	// FPDUTimeout ends a QP whose peer has sent part of an FPDU and then
+	// nothing for this long (5 s; negative: never): a Terminate (LLP,
+	// 2/0/0x01, connection lost) and every WR flushed. Without it a peer
+	// that announces an FPDU and stops holds the QP forever.
+	FPDUTimeout time.Duration
+	// RequestTimeout is the default of QPAttr.RequestTimeout: how long an
+	// outstanding RDMA Read or Atomic may wait without any response
+	// before it completes with StatusRetryExcErr and the QP goes to
+	// error (30 s; negative: never), as an RC QP's timeout in libibverbs.
+	RequestTimeout time.Duration
+
 	// Transport is what Connect dials and Listen listens on; the device
 	// owns it and closes it with itself. nil is kernel TCP sockets
 	// (transport/kernel: no privileges); transport/afxdp is the
@@ -64,6 +75,12 @@ func (c *Config) setDefaults() {
 	}
 	if c.ConnTimeout <= 0 {
 		c.ConnTimeout = 10 * time.Second
+	}
+	if c.FPDUTimeout == 0 {
+		c.FPDUTimeout = 5 * time.Second
+	}
+	if c.RequestTimeout == 0 {
+		c.RequestTimeout = 30 * time.Second
 	}
 }
 
@@ -103,6 +120,8 @@ type Device struct {
 	lns    map[*Listener]struct{}
 
 	tr transport.Transport
+
+	wdStop, wdDone chan struct{} // the watchdog (watchdog.go)
 }
 
 // Open returns a new device.
@@ -117,6 +136,8 @@ func Open(cfg Config) (*Device, error) {
 	if d.tr == nil {
 		d.tr = kernel.New()
 	}
+	d.wdStop, d.wdDone = make(chan struct{}), make(chan struct{})
+	go d.runWatchdog()
 	return d, nil
 }
 
@@ -173,6 +194,8 @@ func (d *Device) Close() error {
 	for _, q := range qps {
 		q.Close()
 	}
+	close(d.wdStop)
+	<-d.wdDone
 	return d.tr.Close()
 }
 

@@ -113,7 +113,12 @@
 // operation on each direction (SeqStart 0), which is all RFC 5044 §4.3
 // needs.
 //
-// Not yet: local invalidation does not wait for windows in use
-// (mem.Table.Synchronize) because tx holds a reader section; Accept serves
-// one pending handshake at a time.
+// Invalidation (invalidate.go): a Local Invalidate completes, and a
+// receive reporting a remote invalidation is delivered, only after a grace
+// period of the STag table, so no placement into the STag is still running
+// on any QP. The watchdog (watchdog.go) ends QPs whose peer stalls mid-FPDU
+// or leaves a Read or Atomic unanswered; ULPDU lengths over the MULPDU of
+// the MSS we advertised are refused at once (cm.go maxULPDU). The listener
+// (listener.go) reads Requests in parallel, admits peers before reading and
+// bounds connections in setup.
 package engine

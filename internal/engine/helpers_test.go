@@ -26,7 +26,17 @@ func (s *side) to(off int) uint64 { return s.mr.BaseTO() + uint64(off) }
 
 func newSide(t testing.TB, bufLen int, attr QPAttr) *side {
 	t.Helper()
-	d, err := Open(Config{ConnTimeout: 5 * time.Second})
+	return newSideConfig(t, bufLen, attr, Config{})
+}
+
+// newSideConfig is newSide on a device configured by cfg (ConnTimeout
+// 5 s unless set).
+func newSideConfig(t testing.TB, bufLen int, attr QPAttr, cfg Config) *side {
+	t.Helper()
+	if cfg.ConnTimeout == 0 {
+		cfg.ConnTimeout = 5 * time.Second
+	}
+	d, err := Open(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

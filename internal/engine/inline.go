@@ -28,6 +28,7 @@ func (qp *QP) txStep(room int, put func(fpdu []byte)) {
 		if n == 0 {
 			qp.completeSQLocked()
 			qp.mu.Unlock()
+			qp.syncInvalidations()
 			return
 		}
 		start := 0
@@ -38,6 +39,7 @@ func (qp *QP) txStep(room int, put func(fpdu []byte)) {
 		qp.stats.txBatches.Add(1)
 		qp.markWrittenLocked()
 		qp.mu.Unlock()
+		qp.syncInvalidations()
 		room -= n
 	}
 }

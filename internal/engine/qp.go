@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"cmp"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -23,15 +24,19 @@ type QPAttr struct {
 	// MaxORD and MaxIRD bound the outbound and inbound Reads+Atomics the
 	// QP will negotiate (default and upper limit: the device's).
 	MaxORD, MaxIRD int
+	// RequestTimeout overrides Config.RequestTimeout for this QP (0: the
+	// device's; negative: never).
+	RequestTimeout time.Duration
 }
 
 // sq entry states
 const (
-	sqPosted  = iota // not started
-	sqStarted        // some segments framed
-	sqFramed         // all framed, waiting for the LLP write to return
-	sqWaiting        // Read/Atomic sent, waiting for its response
-	sqDone           // ready to complete (in order)
+	sqPosted       = iota // not started
+	sqStarted             // some segments framed
+	sqFramed              // all framed, waiting for the LLP write to return
+	sqWaiting             // Read/Atomic sent, waiting for its response
+	sqInvalidating        // Local Invalidate done, waiting for placements in flight (invalidate.go)
+	sqDone                // ready to complete (in order)
 )
 
 type sqEntry struct {
@@ -87,6 +92,20 @@ type QP struct {
 	sigAll bool
 	maxORD int
 	maxIRD int
+
+	reqTimeout time.Duration // outstanding Read/Atomic without a response (watchdog.go)
+	// Progress the watchdog reads: bytes handed to input, whether a
+	// partial FPDU waits in the deframer, responses to our requests.
+	rxBytes   atomic.Uint64
+	rxPartial atomic.Bool
+	responses uint64 // under mu
+	wd        watchState
+	stalls    atomic.Uint64 // QPs the watchdog ended (Stats.Stalls)
+
+	// Invalidation grace periods (invalidate.go).
+	invPending atomic.Bool  // an SQ entry is sqInvalidating
+	holdRecv   atomic.Bool  // receive completions wait behind a remote invalidation
+	held       []Completion // those completions, in order (under mu)
 
 	mu    sync.Mutex
 	state QPState
@@ -210,9 +229,9 @@ func (d *Device) CreateQP(a QPAttr) (*QP, error) {
 	}
 	qp := &QP{
 		dev: d, pd: a.PD, scq: a.SendCQ, rcq: a.RecvCQ, maxSGE: a.MaxSGE, sigAll: a.SigAll,
-		maxORD: a.MaxORD, maxIRD: a.MaxIRD,
+		maxORD: a.MaxORD, maxIRD: a.MaxIRD, reqTimeout: cmp.Or(a.RequestTimeout, d.cfg.RequestTimeout),
 		sq: make([]sqEntry, a.SQDepth+1), sqSGE: make([]SGE, (a.SQDepth+1)*max(a.MaxSGE, 1)),
-		rq: make([]rqEntry, rq), rqSGE: make([]SGE, rq*max(a.MaxSGE, 1)),
+		rq: make([]rqEntry, rq), rqSGE: make([]SGE, rq*max(a.MaxSGE, 1)), held: make([]Completion, 0, rq),
 		ordQ: make([]uint32, a.MaxORD+1), irdQ: make([]irdEntry, a.MaxIRD+1),
 		sendMSN: 1, reqMSN: 1, atomRespMSN: 1, recvMSN: 1, inReqMSN: 1, atomRespExp: 1,
 		doorbell: make(chan struct{}, 1), stop: make(chan struct{}), rxExit: make(chan struct{}), txEnded: make(chan struct{}),
@@ -474,6 +493,10 @@ func (qp *QP) finishSQ(e *sqEntry) {
 func (qp *QP) completeRecv(e *rqEntry, c *Completion) {
 	c.ID = e.id
 	c.QPNum = qp.num
+	if qp.holdRecv.Load() {
+		qp.held = append(qp.held, *c) // in order behind the invalidation
+		return
+	}
 	qp.rcq.push(c)
 }
 

@@ -8,6 +8,7 @@ import (
 
 	"xrnic/internal/engine/enginetest"
 	"xrnic/wire/ddp"
+	"xrnic/wire/mpa"
 	"xrnic/wire/rdmap"
 	"xrnic/wire/term"
 )
@@ -15,7 +16,7 @@ import (
 // rawResponder connects a fresh engine side, as initiator, to a raw peer
 // playing the responder, so a test can answer the engine's requests
 // with crafted segments.
-func rawResponder(t *testing.T) (*side, *enginetest.Peer) {
+func rawResponder(t *testing.T, cp ConnParams, cfg Config) (*side, *enginetest.Peer) {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -36,10 +37,10 @@ func rawResponder(t *testing.T) (*side, *enginetest.Peer) {
 		}
 		pc <- p
 	}()
-	s := newSide(t, 4096, QPAttr{})
+	s := newSideConfig(t, 4096, QPAttr{}, cfg)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if err := s.qp.Connect(ctx, ln.Addr().String(), ConnParams{}); err != nil {
+	if err := s.qp.Connect(ctx, ln.Addr().String(), cp); err != nil {
 		t.Fatal(err)
 	}
 	p := <-pc
@@ -68,7 +69,7 @@ func TestReadResponseMustCoverSink(t *testing.T) {
 		{"starts late", []part{{8, 56, true}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s, p := rawResponder(t)
+			s, p := rawResponder(t, ConnParams{}, Config{})
 			fill(s.buf, 0x5A)
 			mustPost(t, s.qp, SendWR{ID: 7, Op: OpRead, Flags: FlagSignaled, SGL: []SGE{s.sge(0, 64)}, RemoteSTag: 0x1234, RemoteTO: 0})
 			u, err := p.Next(5 * time.Second)
@@ -100,5 +101,73 @@ func TestReadResponseMustCoverSink(t *testing.T) {
 				t.Errorf("Read status %v, want %v", cs[0].Status, StatusBadRespErr)
 			}
 		})
+	}
+}
+
+// TestRequestTimeout: a Read the responder never answers completes with
+// StatusRetryExcErr after the QP's RequestTimeout, the QP goes to error
+// and the peer gets Terminate LLP 2/0/0x01; a WR posted later is flushed.
+func TestRequestTimeout(t *testing.T) {
+	s, p := rawResponder(t, ConnParams{}, Config{RequestTimeout: 200 * time.Millisecond})
+	mustPost(t, s.qp, SendWR{ID: 1, Op: OpRead, Flags: FlagSignaled, SGL: []SGE{s.sge(0, 64)}, RemoteSTag: 0x1234})
+	if u, err := p.Next(5 * time.Second); err != nil || u[1]&0xF != byte(rdmap.OpReadRequest) {
+		t.Fatalf("Read Request: %v", err)
+	}
+	tm, _, err := p.ExpectTerminate(5 * time.Second)
+	if err != nil || tm.Err != term.MPAConnectionLost {
+		t.Fatalf("Terminate %v (%v), want %v", tm.Err, err, term.MPAConnectionLost)
+	}
+	if c := poll(t, s.scq, 1)[0]; c.ID != 1 || c.Status != StatusRetryExcErr {
+		t.Fatalf("completion %+v, want the Read timed out", c)
+	}
+	mustPost(t, s.qp, SendWR{ID: 2, Op: OpWrite, Flags: FlagSignaled, SGL: []SGE{s.sge(0, 8)}, RemoteSTag: 0x1234})
+	if c := poll(t, s.scq, 1)[0]; c.ID != 2 || c.Status != StatusWRFlushErr {
+		t.Fatalf("completion %+v, want a later WR flushed", c)
+	}
+	if st := s.qp.Stats(); st.Stalled != 1 {
+		t.Errorf("Stats.Stalled %d", st.Stalled)
+	}
+}
+
+// TestPartialFPDUStall: a peer that announces an FPDU of 1,014 bytes,
+// sends 24 of them and then nothing no longer holds the QP: after
+// FPDUTimeout it ends with Terminate LLP 2/0/0x01 and a Read posted
+// meanwhile completes flushed.
+func TestPartialFPDUStall(t *testing.T) {
+	s, p := rawResponder(t, ConnParams{}, Config{FPDUTimeout: 200 * time.Millisecond})
+	hdr := []byte{0x03, 0xF6} // ULPDU_Length 1014
+	if err := p.WriteRaw(append(hdr, make([]byte, 22)...)); err != nil {
+		t.Fatal(err)
+	}
+	mustPost(t, s.qp, SendWR{ID: 1, Op: OpRead, Flags: FlagSignaled, SGL: []SGE{s.sge(0, 64)}, RemoteSTag: 0x1234})
+	tm, _, err := p.ExpectTerminate(5 * time.Second)
+	if err != nil || tm.Err != term.MPAConnectionLost {
+		t.Fatalf("Terminate %v (%v), want %v", tm.Err, err, term.MPAConnectionLost)
+	}
+	cs := poll(t, s.scq, 1)
+	if cs[0].ID != 1 || cs[0].Status != StatusWRFlushErr {
+		t.Fatalf("completion %+v, want the Read flushed", cs[0])
+	}
+	if s.qp.State() != QPError {
+		t.Errorf("state %v", s.qp.State())
+	}
+}
+
+// TestULPDULongerThanMULPDU: an FPDU header announcing more than the
+// MULPDU of the MSS we advertised is an MPA error at once (2/0/0x05), with
+// no wait for the bytes.
+func TestULPDULongerThanMULPDU(t *testing.T) {
+	s, p := rawResponder(t, ConnParams{}, Config{FPDUTimeout: -1})
+	max := maxULPDU(s.qp.llp)
+	if max >= mpa.MaxULPDU {
+		t.Skipf("advertised MSS %d leaves no ULPDU_Length over the bound", max)
+	}
+	hdr := []byte{byte((max + 1) >> 8), byte(max + 1)}
+	if err := p.WriteRaw(append(hdr, make([]byte, 22)...)); err != nil {
+		t.Fatal(err)
+	}
+	tm, _, err := p.ExpectTerminate(5 * time.Second)
+	if err != nil || tm.Err != term.MPALocalCatastrophic {
+		t.Fatalf("Terminate %v (%v), want %v", tm.Err, err, term.MPALocalCatastrophic)
 	}
 }

@@ -21,9 +21,11 @@ func (qp *QP) runRx() {
 		n, err := qp.llp.Read(qp.rxbuf)
 		if n > 0 {
 			qp.input(qp.rxbuf[:n])
+			qp.releaseHeld()
 		}
 		if err != nil {
 			qp.rxEOF()
+			qp.releaseHeld()
 			return
 		}
 	}
@@ -41,7 +43,9 @@ func (qp *QP) rxPush(p []byte) (int, error) {
 		qp.mu.Unlock()
 		return 0, nil
 	}
-	if !qp.input(p) {
+	ok := qp.input(p)
+	qp.releaseHeld()
+	if !ok {
 		return len(p), ErrState
 	}
 	return len(p), nil
@@ -67,6 +71,7 @@ func (qp *QP) rxEOF() {
 // reports false once the QP no longer receives (in error: later segments
 // are dropped, RFC 5041 §7.1).
 func (qp *QP) input(p []byte) bool {
+	qp.rxBytes.Add(uint64(len(p)))
 	qp.rxReader.Enter()
 	ok := true
 	for len(p) > 0 {
@@ -95,6 +100,7 @@ func (qp *QP) input(p []byte) bool {
 		qp.mu.Unlock()
 	}
 	qp.rxReader.Exit()
+	qp.rxPartial.Store(qp.deframer.Pending() > 0)
 	return ok
 }
 
@@ -171,6 +177,9 @@ func (qp *QP) rxWrite(seg ddp.Segment, pl []byte) *term.Error {
 		if e != nil {
 			return e
 		}
+		if placeHook != nil {
+			placeHook()
+		}
 		copy(w, pl)
 	}
 	if !qp.inWrite {
@@ -230,6 +239,7 @@ func (qp *QP) rxReadResponse(seg ddp.Segment, pl []byte) *term.Error {
 		copy(w, pl)
 	}
 	e.got += n
+	qp.responses++
 	if seg.Last() {
 		if e.got != e.length {
 			e.status, e.err = StatusBadRespErr, term.DDPTaggedBaseBounds
@@ -318,6 +328,10 @@ func (qp *QP) rxSend(seg ddp.Segment, op rdmap.OpCode, pl []byte) *term.Error {
 		if e := qp.dev.table.RemoteInvalidate(inv, qp.pd, qp.num); e != nil {
 			return e
 		}
+		// This completion, and any after it, waits until no placement
+		// into the STag is in flight on any QP (releaseHeld, RFC 5041
+		// §8.3.1).
+		qp.holdRecv.Store(true)
 		c.Flags |= WCWithInv
 		c.InvalidatedSTag = inv
 	}

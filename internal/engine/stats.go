@@ -83,6 +83,7 @@ func (qp *QP) Stats() Stats {
 	}
 	s.TxFPDUs, s.RxFPDUs, s.TxBatches = c.txFPDUs.Load(), c.rxFPDUs.Load(), c.txBatches.Load()
 	s.FetchAdds, s.CmpSwaps, s.CmpSwapMatched = c.atomics[0].Load(), c.atomics[1].Load(), c.cmpSwapMatched.Load()
+	s.Stalled = qp.stalls.Load()
 	collect := func(src []atomic.Uint64) []TermCount {
 		var out []TermCount
 		for i := range src {

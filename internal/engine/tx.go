@@ -71,6 +71,7 @@ func (qp *QP) runTx() {
 				qp.completeSQLocked()
 			}
 			qp.mu.Unlock()
+			qp.syncInvalidations()
 			if n == 0 {
 				break
 			}
@@ -405,7 +406,10 @@ func (qp *QP) buildSQLocked(n int) (int, bool) {
 				qp.localFail(e, StatusLocProtErr)
 				return n, true
 			}
-			e.state = sqDone
+			// Completes once no placement that passed its check before the
+			// invalidation is still copying (syncInvalidations).
+			e.state = sqInvalidating
+			qp.invPending.Store(true)
 		}
 		if qp.state == QPError {
 			return n, true

@@ -244,6 +244,9 @@ type Stats struct {
 	// FetchAdds and CmpSwaps executed for the peer; CmpSwapMatched of
 	// them matched (and so wrote).
 	FetchAdds, CmpSwaps, CmpSwapMatched uint64
+	// Stalled is 1 when the engine ended the QP because the peer stalled
+	// (a partial FPDU or an unanswered request past its timeout).
+	Stalled uint64
 }
 
 // ProbeResult is the outcome of the RFC 7306 capability probe (a FetchAdd

@@ -92,6 +92,12 @@ func NewConn(c *net.TCPConn) transport.Conn {
 
 func (t *tcpConn) EMSS() int { return t.emss }
 
+// AdvertisedMSS is the MSS the kernel advertised to the peer
+// (TCP_INFO tcpi_advmss), or 0 if it cannot be read.
+func (t *tcpConn) AdvertisedMSS() int { return tcpAdvMSS(t.TCPConn) }
+
+var _ transport.MSSAdvertiser = (*tcpConn)(nil)
+
 // Abort closes the connection with a reset (SO_LINGER 0).
 func (t *tcpConn) Abort() error {
 	t.SetLinger(0)
