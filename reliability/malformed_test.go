@@ -31,7 +31,7 @@ func TestIntegrationMalformedAFXDP(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		srv, err = engine.Open(engine.Config{Transport: tr, ConnTimeout: 5 * time.Second})
+		srv, err = engine.Open(engine.Config{Transport: tr, ConnTimeout: 5 * time.Second, FPDUTimeout: 500 * time.Millisecond})
 		return err
 	}); err != nil {
 		t.Fatalf("open afxdp device: %v", err)
@@ -159,6 +159,15 @@ func TestIntegrationMalformedAFXDP(t *testing.T) {
 			rdmap.PutSend(b, rdmap.OpSend, 0, 1, 4, true, 4)
 			return p.FPDU(b)
 		}, term.DDPUntaggedInvalidMO},
+		// A stalled peer pins nothing: a partial FPDU followed by silence
+		// ends the QP after FPDUTimeout; a ULPDU_Length over the MULPDU of
+		// the MSS we advertised (1460 at MTU 1500) is refused at once.
+		{"partial FPDU, then silence", func(p *enginetest.Peer) []byte {
+			return append([]byte{0x03, 0xF6}, make([]byte, 22)...) // 1,014 announced, 24 sent
+		}, term.MPAConnectionLost},
+		{"ULPDU longer than the MULPDU", func(p *enginetest.Peer) []byte {
+			return append([]byte{0x07, 0xD0}, make([]byte, 22)...) // 2,000
+		}, term.MPALocalCatastrophic},
 		{"Send with a gap", func(p *enginetest.Peer) []byte {
 			b := make([]byte, 18+4)
 			rdmap.PutSend(b, rdmap.OpSend, 0, 1, 0, false, 4)
