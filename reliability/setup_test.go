@@ -1,0 +1,161 @@
+package reliability
+
+import (
+	"context"
+	"log/slog"
+	"net"
+	"net/netip"
+	"os"
+	"testing"
+	"time"
+
+	"xrnic/internal/engine"
+	"xrnic/internal/netnstest"
+	"xrnic/mem"
+	"xrnic/transport/afxdp"
+)
+
+// TestIntegrationSetupFlood (issue 12, MPA setup): silent TCP connections
+// from one address of host B hold at most MaxSetupPerPeer setup slots,
+// each for at most ConnTimeout, and delay nobody: a client from B's other
+// address connects, negotiates MPA and completes FetchAdds while they are
+// held, on both transports. Before the listener read Requests in parallel
+// each silent connection held everyone behind it for ConnTimeout.
+// XRNIC_LONG=1 sends more silent connections.
+func TestIntegrationSetupFlood(t *testing.T) {
+	e := newWireEnv(t, false)
+	flood := netip.MustParseAddr("198.18.2.3") // B's second address: the flood's source
+	rlIP(t, "-n", e.nsB, "addr", "add", flood.String()+"/24", "dev", e.devB)
+	silent := 300
+	if os.Getenv("XRNIC_LONG") != "" {
+		silent = 5000
+	}
+	for _, tr := range []string{"kernel", "afxdp"} {
+		t.Run(tr, func(t *testing.T) {
+			cfg := engine.Config{ConnTimeout: 10 * time.Second}
+			var srv *engine.Device
+			if err := netnstest.In(t, e.nsA, func() (err error) {
+				if tr == "afxdp" {
+					x, err := afxdp.Open(afxdp.Config{Iface: e.devA, MinRTO: 20 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)})
+					if err != nil {
+						return err
+					}
+					cfg.Transport = x
+				}
+				srv, err = engine.Open(cfg)
+				return err
+			}); err != nil {
+				t.Fatal(err)
+			}
+			defer srv.Close()
+			var ln *engine.Listener
+			if err := netnstest.In(t, e.nsA, func() (err error) {
+				ln, err = srv.ListenConfig("tcp", netip.AddrPortFrom(rlIPA, 0).String(), engine.ListenConfig{MaxSetup: 64, MaxSetupPerPeer: 16})
+				return err
+			}); err != nil {
+				t.Fatal(err)
+			}
+			defer ln.Close()
+			addr := ln.Addr().String()
+			pd := srv.AllocPD()
+			word := make([]byte, 8)
+			mr, err := srv.RegMR(word, mem.MROptions{PD: pd, Access: mem.LocalWrite | mem.RemoteAtomic})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			defer cancel()
+			go func() { // serve every valid Request
+				for {
+					req, err := ln.Accept(ctx)
+					if err != nil {
+						return
+					}
+					cq, _ := srv.CreateCQ(8)
+					qp, err := srv.CreateQP(engine.QPAttr{PD: pd, SendCQ: cq, RecvCQ: cq, SQDepth: 4, RQDepth: 4})
+					if err == nil {
+						err = req.Accept(ctx, qp, engine.ConnParams{})
+					}
+					if err != nil {
+						req.Close()
+					}
+				}
+			}()
+			cli := openKernelIn(t, e.nsB)
+			connectTime := func() time.Duration {
+				t.Helper()
+				start := time.Now()
+				p := newRestartPeer(t, e, cli, addr)
+				d := time.Since(start)
+				defer p.qp.Close()
+				wc := make([]engine.Completion, 1)
+				for i := range 10 {
+					if err := p.qp.PostSend(&engine.SendWR{ID: uint64(i), Op: engine.OpFetchAdd, Flags: engine.FlagSignaled,
+						SGL: []engine.SGE{{Addr: p.mr.BaseTO(), Length: 8, LKey: p.mr.STag()}}, RemoteSTag: mr.STag(), RemoteTO: mr.BaseTO(), CompareAdd: 1}); err != nil {
+						t.Fatal(err)
+					}
+					wctx, wcancel := context.WithTimeout(ctx, 10*time.Second)
+					for p.cq.Poll(wc) == 0 {
+						if err := p.cq.Wait(wctx); err != nil {
+							wcancel()
+							t.Fatalf("FetchAdd %d: no completion", i)
+						}
+					}
+					wcancel()
+					if wc[0].Status != engine.StatusSuccess {
+						t.Fatalf("FetchAdd %d: %v", i, wc[0].Status)
+					}
+				}
+				return d
+			}
+			quiet := connectTime()
+			// The flood: silent connections from B's second address (the
+			// client dials from its first).
+			var conns []net.Conn
+			defer func() {
+				for _, c := range conns {
+					c.Close()
+				}
+			}()
+			if err := netnstest.In(t, e.nsB, func() error {
+				d := net.Dialer{LocalAddr: &net.TCPAddr{IP: flood.AsSlice()}, Timeout: 5 * time.Second}
+				for range silent {
+					c, err := d.Dial("tcp", addr)
+					if err != nil {
+						continue // reset over the bound: counted below
+					}
+					conns = append(conns, c)
+				}
+				return nil
+			}); err != nil {
+				t.Fatal(err)
+			}
+			st := ln.Stats()
+			if st.InSetup > 16 {
+				t.Fatalf("%d connections in setup from one peer, bound 16", st.InSetup)
+			}
+			if st.Overflow == 0 {
+				t.Fatalf("no connection over the per-peer bound was refused: %+v", st)
+			}
+			during := connectTime()
+			st = ln.Stats()
+			t.Logf("%s: %d silent connections: in setup %d, refused over the bound %d; connect+MPA %v quiet, %v during the flood",
+				tr, silent, st.InSetup, st.Overflow, quiet.Round(time.Microsecond), during.Round(time.Microsecond))
+		})
+	}
+}
+
+// openKernelIn opens a kernel-transport engine device in namespace ns.
+func openKernelIn(t *testing.T, ns string) *engine.Device {
+	t.Helper()
+	var d *engine.Device
+	if err := netnstest.In(t, ns, func() (err error) {
+		d, err = engine.Open(engine.Config{ConnTimeout: 10 * time.Second})
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Close() })
+	return d
+}
+
