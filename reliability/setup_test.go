@@ -158,4 +158,3 @@ func openKernelIn(t *testing.T, ns string) *engine.Device {
 	t.Cleanup(func() { d.Close() })
 	return d
 }
-
