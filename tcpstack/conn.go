@@ -192,9 +192,6 @@ type Conn struct {
 func (s *Stack) newConn(key connKey, rmac eth.MAC) *Conn {
 	c := &Conn{
 		s: s, key: key, rmac: rmac, heapIdx: -1,
-		sq:       make([]*seg, s.cfg.SendSegments+1),
-		ready:    make([]view, s.cfg.RecvFrames),
-		ooo:      make([]oooEnt, 0, s.cfg.MaxOOO),
 		rto:      s.cfg.InitialRTO,
 		rtoAt:    NoDeadline,
 		delackAt: NoDeadline,
@@ -205,16 +202,26 @@ func (s *Stack) newConn(key connKey, rmac eth.MAC) *Conn {
 	}
 	c.quickAcks = quickAcks
 	c.rcvBufWindow = s.cfg.RecvBuffer
-	if !s.cfg.DisableWindowScale {
-		for c.rcvWScale < 14 && s.cfg.RecvBuffer>>c.rcvWScale > 65535 {
-			c.rcvWScale++
-		}
-	}
+	c.rcvWScale = s.rcvWScale
 	c.iss = s.iss()
 	c.sndUna, c.sndNxt, c.sndMax = c.iss, c.iss, c.iss
 	s.conns[key] = c
 	s.nconns++
 	return c
+}
+
+// allocQueues gives the connection its send, receive and out-of-order
+// queues: at Dial, and for a passive open only once the handshake
+// completes, so a half-open entry costs a few hundred bytes, not the
+// tens of KiB of its queues (a SYN flood fills the table).
+func (c *Conn) allocQueues() {
+	if c.sq != nil {
+		return
+	}
+	s := c.s
+	c.sq = make([]*seg, s.cfg.SendSegments+1)
+	c.ready = make([]view, s.cfg.RecvFrames)
+	c.ooo = make([]oooEnt, 0, s.cfg.MaxOOO)
 }
 
 // DialOptions configure Dial.
@@ -260,6 +267,7 @@ func (s *Stack) Dial(raddr [4]byte, rport uint16, o DialOptions) (*Conn, error) 
 		return nil, ErrAddrInUse
 	}
 	c := s.newConn(key, mac)
+	c.allocQueues()
 	c.accepted = true
 	c.state = StateSynSent
 	c.sndNxt = c.iss.Add(1)

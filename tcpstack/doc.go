@@ -25,7 +25,17 @@
 //
 //   - Active and passive open, listeners with a bounded accept backlog and a
 //     bounded number of half-open (SYN-RECEIVED) connections; simultaneous
-//     open is handled by the RFC 9293 state machine.
+//     open is handled by the RFC 9293 state machine. A half-open entry
+//     retransmits its SYN-ACK Config.SynAckRetries times (default 3, gone
+//     after 15 s) and holds no queues until the handshake completes.
+//   - SYN cookies (RFC 4987 §3.6, cookie.go) beyond a listener's
+//     MaxHalfOpen: the SYN is answered statelessly, the MSS (rounded down
+//     to a table of eight), window scale and SACK-permitted (in the low
+//     bits of our TSval, when the peer sent timestamps) and the 4-tuple and
+//     ISNs are bound by a SipHash-2-4 of a per-period crypto/rand secret
+//     (28 bits of it in our ISS), valid for two 64 s periods; a final ACK
+//     with a valid cookie creates the connection, an invalid one is dropped
+//     and counted (Stats.SynCookies*).
 //   - Options: MSS (§3.7.1), Window Scale and Timestamps (RFC 7323) with RTT
 //     measurement and PAWS, SACK-Permitted and SACK blocks (RFC 2018). The
 //     receiver reports out-of-order data in SACK blocks on pure ACKs and on
@@ -85,8 +95,7 @@
 // # Not implemented
 //
 // IPv6, IP fragments (dropped), IP options on transmit, urgent data (the URG
-// flag is ignored), keepalives, ECN, SYN cookies (a full half-open table drops
-// SYNs), path MTU discovery, D-SACK, the RFC 6675 rescue retransmission, and
+// flag is ignored), keepalives, ECN, path MTU discovery, D-SACK, the RFC 6675 rescue retransmission, and
 // the rest of RACK (RFC 8985): no reordering timer of its own and no
 // adaptive reordering window; RACK's inference runs when the probe timer
 // fires, whose timeout (2*SRTT and more) exceeds SRTT plus a reordering

@@ -202,6 +202,7 @@ func newFzWorld(tb testing.TB, variant byte) *fzWorld {
 		if err != nil {
 			tb.Fatal(err)
 		}
+		s.cookieRand = detRand(uint64(i + 1)) // reproducible cookies (MaxHalfOpen 2 overflows)
 		w.st[i] = s
 		if w.ls[i], err = s.Listen(fzPort, ListenOptions{Backlog: 2, MaxHalfOpen: 2}); err != nil {
 			tb.Fatal(err)
@@ -566,7 +567,7 @@ func (c *Conn) checkInvariants() error {
 		}
 	}
 	// The ring has one slot more than SendSegments, for the FIN.
-	if c.sqLen < 0 || c.sqLen > len(c.sq) || (c.sqLen == len(c.sq) && !c.sqAt(c.sqLen-1).fin) {
+	if c.sqLen < 0 || c.sqLen > len(c.sq) || (c.sqLen > 0 && c.sqLen == len(c.sq) && !c.sqAt(c.sqLen-1).fin) {
 		return fmt.Errorf("send queue length %d of %d", c.sqLen, len(c.sq))
 	}
 	for i := 0; i+1 < c.sqLen; i++ {

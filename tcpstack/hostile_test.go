@@ -428,12 +428,12 @@ func TestHostileChallengeACKLimit(t *testing.T) {
 }
 
 // TestHostileSYNFlood: 20,000 spoofed SYNs that never complete against a
-// listener with MaxHalfOpen 32. The half-open table never exceeds 32, the
-// SYN-ACKs sent are bounded by the table (32 entries × (1 + SynRetries)),
-// the entries time out after the SYN-ACK retries, established connections
-// keep working throughout, and afterwards a legitimate client connects.
-// While the table is full a legitimate SYN is dropped like the flood (no
-// SYN cookies; its retransmission gets through once entries expire).
+// listener with MaxHalfOpen 32. The half-open table never exceeds 32 and
+// every SYN beyond it is answered with a SYN cookie, keeping nothing; a
+// legitimate client connects through a cookie in the middle of the flood
+// and its connection carries data both ways; established connections keep
+// working; the table's entries give up after SynAckRetries (default 3:
+// gone 15 s after the flood) and the heap does not grow with the flood.
 func TestHostileSYNFlood(t *testing.T) {
 	const maxHalf, flood = 32, 20000
 	h := newHostile(t, tcpstack.Config{}, tcpstack.ListenOptions{MaxHalfOpen: maxHalf, Backlog: 8})
@@ -443,67 +443,89 @@ func TestHostileSYNFlood(t *testing.T) {
 	runtime.GC()
 	runtime.ReadMemStats(&ms0)
 
-	synAcks, maxConns := 0, 0
+	synAcks, rexmits, maxConns := 0, 0, 0
+	var legit *flow
 	start := h.clk.Now()
-	for i := 0; i < flood; i++ {
-		src := [4]byte{203, 0, 113, byte(1 + i%200)} // spoofed TEST-NET-3 sources: never answer
-		h.inject(src, uint16(1024+i%60000), tcp.Fields{Seq: tcp.Seq(i * 7777), Flags: tcp.FlagSYN, Window: 65535},
-			&tcp.Options{HasMSS: true, MSS: 1460, SACKPermitted: true, HasWindowScale: true, WindowScale: 7}, nil)
-		if i%256 == 255 {
-			for _, s := range h.poll() {
-				if s.flags&tcp.FlagSYN != 0 {
-					synAcks++
-				}
-			}
-			maxConns = max(maxConns, h.st.NumConns())
-			h.clk.Advance(time.Millisecond)
-		}
-	}
-	for _, s := range h.poll() {
-		if s.flags&tcp.FlagSYN != 0 {
-			synAcks++
-		}
-	}
-	maxConns = max(maxConns, h.st.NumConns())
-	if maxConns > maxHalf+1 {
-		t.Fatalf("%d connections during the flood; the half-open table is bounded by %d (+1 established)", maxConns, maxHalf)
-	}
-	if d := h.st.Stats.RxSynDropped; d != flood-maxHalf {
-		t.Fatalf("RxSynDropped %d, want %d", d, flood-maxHalf)
-	}
-	old.works(t, 4) // an established connection is unaffected
-
-	// A legitimate client now: dropped while the table is full.
-	h.inject(hsPeer, 50000, tcp.Fields{Seq: 1, Flags: tcp.FlagSYN, Window: 65535}, &tcp.Options{HasMSS: true, MSS: 1460}, nil)
-	for _, s := range h.poll() {
-		if s.dport == 50000 {
-			t.Fatalf("a SYN was answered while the half-open table is full: %+v", s)
-		}
-	}
-
-	// Let the half-open entries retry and expire.
-	for h.st.NumConns() > 1 {
-		out, ok := h.advance(start + 30*time.Minute)
+	count := func(out []seg) {
 		for _, s := range out {
 			if s.flags&tcp.FlagSYN != 0 {
 				synAcks++
 			}
 		}
+	}
+	for i := 0; i < flood; i++ {
+		src := [4]byte{203, 0, 113, byte(1 + i%200)} // spoofed TEST-NET-3 sources: never answer
+		o := &tcp.Options{HasMSS: true, MSS: 1460, SACKPermitted: true, HasWindowScale: true, WindowScale: 7}
+		if i%2 == 0 {
+			o.HasTimestamps, o.TSVal = true, uint32(i)
+		}
+		h.inject(src, uint16(1024+i%60000), tcp.Fields{Seq: tcp.Seq(i * 7777), Flags: tcp.FlagSYN, Window: 65535}, o, nil)
+		if i%256 == 255 {
+			count(h.poll())
+			maxConns = max(maxConns, h.st.NumConns())
+			h.clk.Advance(time.Millisecond)
+		}
+		if i == flood/2 {
+			count(h.poll())
+			cookies := h.st.Stats.SynCookiesSent
+			legit = h.openCookie(hsPeer, 50000, &tcp.Options{HasMSS: true, MSS: 1460, SACKPermitted: true,
+				HasWindowScale: true, WindowScale: 7, HasTimestamps: true, TSVal: 99})
+			if h.st.Stats.SynCookiesSent != cookies+1 || h.st.Stats.SynCookiesValidated != 1 {
+				t.Fatalf("legitimate client during the flood: cookies sent %d -> %d, validated %d; want +1, 1",
+					cookies, h.st.Stats.SynCookiesSent, h.st.Stats.SynCookiesValidated)
+			}
+			legit.works(t, 7)
+		}
+	}
+	count(h.poll())
+	maxConns = max(maxConns, h.st.NumConns())
+	if maxConns > maxHalf+2 {
+		t.Fatalf("%d connections during the flood; the half-open table is bounded by %d (+2 established)", maxConns, maxHalf)
+	}
+	st := h.st.Stats
+	if st.HalfOpenPeak != maxHalf || st.HalfOpen != maxHalf {
+		t.Fatalf("half-open %d, peak %d; want %d", st.HalfOpen, st.HalfOpenPeak, maxHalf)
+	}
+	if st.SynCookiesSent != flood-maxHalf+1 || st.RxSynDropped != 0 || synAcks != flood {
+		t.Fatalf("cookies sent %d (want %d), SYNs dropped %d (want 0), SYN-ACKs %d (want one per SYN, %d)",
+			st.SynCookiesSent, flood-maxHalf+1, st.RxSynDropped, synAcks, flood)
+	}
+	old.works(t, 4) // an established connection is unaffected
+	legit.works(t, 8)
+
+	// Let the half-open entries retry and expire.
+	for h.st.NumConns() > 2 {
+		out, ok := h.advance(start + 30*time.Minute)
+		for _, s := range out {
+			if s.flags&tcp.FlagSYN != 0 {
+				rexmits++
+			}
+		}
 		old.take(out)
+		legit.take(out)
 		if !ok {
-			t.Fatalf("%d half-open connections left after 30 minutes", h.st.NumConns()-1)
+			t.Fatalf("%d half-open connections left after 30 minutes", h.st.NumConns()-2)
 		}
 	}
 	drained := h.clk.Now() - start
-	if want := maxHalf * (1 + 6); synAcks > want { // SynRetries default 6
-		t.Fatalf("%d SYN-ACKs sent for the flood, want at most %d", synAcks, want)
+	// SYN-ACKs at 0, 1, 3 and 7 s (InitialRTO 1 s, doubling), given up at 15 s.
+	if rexmits > maxHalf*3 || drained > 16*time.Second {
+		t.Fatalf("%d SYN-ACK retransmissions (want at most %d), drained after %v (want 15 s)", rexmits, maxHalf*3, drained)
+	}
+	if h.st.Stats.HalfOpen != 0 {
+		t.Fatalf("half-open gauge %d after the drain", h.st.Stats.HalfOpen)
 	}
 	if h.st.SegmentsInUse() != 0 || h.link.lent != 0 {
 		t.Fatalf("segments in use %d, frames held %d after the flood", h.st.SegmentsInUse(), h.link.lent)
 	}
 	old.works(t, 5)
-	legit := h.open(hsPeer, 50001, &tcp.Options{HasMSS: true, MSS: 1460})
-	legit.works(t, 6)
+	legit.works(t, 9)
+	cookies := h.st.Stats.SynCookiesSent
+	after := h.open(hsPeer, 50001, &tcp.Options{HasMSS: true, MSS: 1460})
+	after.works(t, 6)
+	if h.st.Stats.SynCookiesSent != cookies {
+		t.Fatal("a cookie was sent with the half-open table empty")
+	}
 
 	runtime.GC()
 	runtime.ReadMemStats(&ms1)
@@ -511,8 +533,8 @@ func TestHostileSYNFlood(t *testing.T) {
 		t.Fatalf("goroutines %d -> %d", g0, g)
 	}
 	grow := int64(ms1.HeapInuse) - int64(ms0.HeapInuse)
-	t.Logf("flood of %d SYNs: max %d conns, %d SYN-ACKs, %d dropped, drained after %v virtual; heap in use %+d KiB",
-		flood, maxConns, synAcks, h.st.Stats.RxSynDropped, drained.Round(time.Second), grow>>10)
+	t.Logf("flood of %d SYNs: max %d conns, %d SYN-ACKs (%d cookies) + %d retransmitted, drained after %v virtual; heap in use %+d KiB",
+		flood, maxConns, synAcks, st.SynCookiesSent, rexmits, drained.Round(time.Second), grow>>10)
 	// The flood costs the table and the retransmissions, not memory per
 	// SYN: 20,000 SYNs of ~1 KiB would show as tens of MiB.
 	if grow > 8<<20 {

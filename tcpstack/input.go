@@ -24,6 +24,13 @@ func (c *Conn) input(g *inSeg) bool {
 	if c.state == StateSynRcvd && syn && !rst && g.seq == c.irs {
 		if g.flags&tcp.FlagACK == 0 {
 			c.sendSYN() // the peer did not get our SYN-ACK
+			// The peer is alive: keep the entry for another RTO, so the
+			// ACK for this SYN-ACK finds it even if the SYN-ACK retries
+			// were about to run out (SynAckRetries).
+			if at := s.now + c.rto; c.listener != nil && !c.tlp && at > c.rtoAt {
+				c.rtoAt = at
+				c.rearm()
+			}
 			return false
 		}
 		// Simultaneous open: the peer's SYN-ACK repeats the SYN we already
@@ -206,6 +213,7 @@ func (c *Conn) applySynOptions(g *inSeg) {
 
 func (c *Conn) establish() {
 	s := c.s
+	c.allocQueues()
 	c.state = StateEstablished
 	c.estab = true
 	c.retries = 0

@@ -1,21 +1,25 @@
 package tcpstack
 
+import "time"
+
 // ListenOptions configure Listen.
 type ListenOptions struct {
 	Backlog     int // established connections waiting for Accept, default 128
-	MaxHalfOpen int // connections in SYN-RECEIVED, default 256
+	MaxHalfOpen int // connections in SYN-RECEIVED, default 256; SYNs beyond get SYN cookies
 }
 
-// Listener accepts connections on a local port (passive open). SYNs beyond
-// MaxHalfOpen half-open connections, or while the accept queue is full, are
-// dropped (the peer retries).
+// Listener accepts connections on a local port (passive open). Beyond
+// MaxHalfOpen half-open connections SYNs are answered with SYN cookies
+// (cookie.go; or dropped with Config.DisableSYNCookies); while the accept
+// queue is full, or at Config.MaxConns, they are dropped (the peer retries).
 type Listener struct {
-	s        *Stack
-	port     uint16
-	o        ListenOptions
-	halfOpen int
-	q        []*Conn
-	closed   bool
+	s           *Stack
+	port        uint16
+	o           ListenOptions
+	halfOpen    int
+	q           []*Conn
+	closed      bool
+	cookieUntil time.Duration // final ACKs are checked for cookies until then
 }
 
 // Listen opens a listener on port.
@@ -75,9 +79,16 @@ func (l *Listener) Close() {
 
 func (l *Listener) onSYN(g *inSeg, key connKey) {
 	s := l.s
-	if l.halfOpen >= l.o.MaxHalfOpen || len(l.q)+l.halfOpen >= l.o.Backlog+l.o.MaxHalfOpen ||
-		len(l.q) >= l.o.Backlog || s.nconns >= s.cfg.MaxConns {
+	if len(l.q) >= l.o.Backlog || s.nconns >= s.cfg.MaxConns {
 		s.Stats.RxSynDropped++
+		return
+	}
+	if l.halfOpen >= l.o.MaxHalfOpen {
+		if s.cfg.DisableSYNCookies {
+			s.Stats.RxSynDropped++
+			return
+		}
+		l.sendCookieSynAck(g, key)
 		return
 	}
 	c := s.newConn(key, g.srcMAC)
@@ -88,14 +99,30 @@ func (l *Listener) onSYN(g *inSeg, key connKey) {
 	c.sndNxt = c.iss.Add(1)
 	c.sndMax = c.sndNxt
 	c.applySynOptions(g)
-	l.halfOpen++
+	l.addHalfOpen()
 	c.sendSYN()
 	c.rtoAt, c.tlp = s.now+c.rto, false
 	c.rearm()
 }
 
-func (l *Listener) established(c *Conn) {
+// usesCookies reports whether final ACKs without a connection are to be
+// checked for cookies: the listener sent some in the last two periods.
+func (l *Listener) usesCookies() bool { return l.s.now < l.cookieUntil }
+
+func (l *Listener) addHalfOpen() {
+	l.halfOpen++
+	s := l.s
+	s.Stats.HalfOpen++
+	s.Stats.HalfOpenPeak = max(s.Stats.HalfOpenPeak, s.Stats.HalfOpen)
+}
+
+func (l *Listener) subHalfOpen() {
 	l.halfOpen--
+	l.s.Stats.HalfOpen--
+}
+
+func (l *Listener) established(c *Conn) {
+	l.subHalfOpen()
 	l.q = append(l.q, c)
 	l.s.addEvent(c, EvEstablished)
 }
@@ -103,7 +130,7 @@ func (l *Listener) established(c *Conn) {
 // drop forgets a connection that closed before Accept.
 func (l *Listener) drop(c *Conn, wasEstablished bool) {
 	if !wasEstablished {
-		l.halfOpen--
+		l.subHalfOpen()
 		return
 	}
 	for i, x := range l.q {

@@ -322,7 +322,7 @@ func (c *Conn) sendSYN() {
 			o.TSEcr = c.tsRecent
 		}
 	}
-	wnd := min(s.cfg.RecvBuffer, 65535)
+	wnd := s.synWindow()
 	if !active {
 		c.rcvAdv = c.rcvNxt.Add(uint32(wnd))
 	}
@@ -455,7 +455,11 @@ func (c *Conn) onRTO() {
 	c.rto = min(2*c.rto, s.cfg.MaxRTO)
 	switch c.state {
 	case StateSynSent, StateSynRcvd:
-		if c.retries > s.cfg.SynRetries {
+		limit := s.cfg.SynRetries
+		if c.listener != nil {
+			limit = s.cfg.SynAckRetries
+		}
+		if c.retries > limit {
 			c.closeConn(ErrTimeout)
 			return
 		}

@@ -83,7 +83,19 @@ type Config struct {
 	TimeWait   time.Duration // 2*MSL, default 60s
 	FinWait2   time.Duration // orphaned FIN-WAIT-2 timeout, default 60s
 	MaxRetries int           // data retransmissions before giving up, default 15
-	SynRetries int           // SYN and SYN-ACK retransmissions, default 6
+	SynRetries int           // SYN retransmissions of Dial (and SYN-ACKs of a simultaneous open), default 6
+
+	// SynAckRetries bounds the SYN-ACK retransmissions of a listener's
+	// half-open (SYN-RECEIVED) connection, default 3: with InitialRTO 1s
+	// the SYN-ACK goes out at 0, 1, 3 and 7 s and the entry is dropped at
+	// 15 s, so a table filled by spoofed SYNs drains in seconds, not in
+	// the two minutes of six retries (Linux's tcp_synack_retries is 5). A
+	// real peer that lost them all retransmits its SYN.
+	SynAckRetries int
+
+	// DisableSYNCookies drops SYNs beyond a listener's MaxHalfOpen instead
+	// of answering them with SYN cookies (cookie.go, RFC 4987 §3.6).
+	DisableSYNCookies bool
 
 	// AckEvery is how many data segments may arrive in order before an
 	// ACK is sent at once (default 2: RFC 5681 §4.2, an ACK for at least
@@ -139,9 +151,19 @@ type Stats struct {
 	RxFrames, RxSegments, RxBadIP, RxBadChecksum, RxPartialChecksum uint64
 	RxNoConn, RxDropped, RxOOO, RxDupData, RxPAWS, RxOutOfWindow    uint64
 	RxChallengeACK, RxSynDropped                                    uint64
-	TxFrames, TxDropped, TxSegments, TxRetransmits, TxRST           uint64
-	FastRetransmits, Timeouts, ZeroWindowProbes, TailLossProbes     uint64
-	RACKRecoveries                                                  uint64 // recoveries started by the probe timer (RACK)
+
+	// SYN cookies (cookie.go): SYN-ACKs sent with a cookie, final ACKs
+	// whose cookie was valid, and ACKs without a connection that reached a
+	// listener using cookies with an invalid or expired one (dropped). A
+	// valid cookie while the accept queue is full counts in RxSynDropped.
+	SynCookiesSent, SynCookiesValidated, SynCookiesRejected uint64
+	// HalfOpen is the number of half-open connections of every listener
+	// now (a gauge), HalfOpenPeak the most there ever were.
+	HalfOpen, HalfOpenPeak uint64
+
+	TxFrames, TxDropped, TxSegments, TxRetransmits, TxRST       uint64
+	FastRetransmits, Timeouts, ZeroWindowProbes, TailLossProbes uint64
+	RACKRecoveries                                              uint64 // recoveries started by the probe timer (RACK)
 
 	// RTT is a histogram of the round-trip samples that feed the RTO
 	// estimator (RFC 6298: timed segments or, with timestamps, echoed
@@ -227,6 +249,11 @@ type Stack struct {
 	challengeAt time.Duration
 	challengeN  int
 
+	rcvWScale      uint8 // the window scale we offer
+	cookieKeys     [2]cookieSecret
+	cookieTSOffset uint32       // TSval offset of cookie SYN-ACKs and their connections
+	cookieRand     func([]byte) // the secrets' source: crypto/rand (tests may replace it)
+
 	dirty  []*Conn // need output
 	events []*Conn // have events for Notify
 
@@ -272,6 +299,7 @@ func New(cfg Config) (*Stack, error) {
 	defd(&cfg.FinWait2, 60*time.Second)
 	def(&cfg.MaxRetries, 15)
 	def(&cfg.SynRetries, 6)
+	def(&cfg.SynAckRetries, 3)
 	seed := cfg.Seed
 	if seed == 0 {
 		seed = rand.Uint64()
@@ -291,6 +319,13 @@ func New(cfg Config) (*Stack, error) {
 		events:     make([]*Conn, 0, 64),
 	}
 	s.frameSize = headroom + s.maxPayload
+	if !cfg.DisableWindowScale {
+		for s.rcvWScale < 14 && cfg.RecvBuffer>>s.rcvWScale > 65535 {
+			s.rcvWScale++
+		}
+	}
+	s.cookieTSOffset = s.rng.Uint32()
+	s.cookieRand = cryptoRand
 	for i := range s.txScratch {
 		s.txScratch[i] = make([]byte, s.frameSize)
 	}
@@ -468,10 +503,20 @@ func (s *Stack) input(f []byte) {
 		}
 		return
 	}
-	if l := s.listeners[key.lport]; l != nil && seg.flags&(tcp.FlagSYN|tcp.FlagACK|tcp.FlagRST) == tcp.FlagSYN {
-		l.onSYN(&seg, key)
-		s.link.Release(f)
-		return
+	if l := s.listeners[key.lport]; l != nil {
+		switch seg.flags & (tcp.FlagSYN | tcp.FlagACK | tcp.FlagRST) {
+		case tcp.FlagSYN:
+			l.onSYN(&seg, key)
+			s.link.Release(f)
+			return
+		case tcp.FlagACK:
+			if l.usesCookies() {
+				if !l.onCookieACK(&seg, key) {
+					s.link.Release(f)
+				}
+				return
+			}
+		}
 	}
 	s.Stats.RxNoConn++
 	s.sendResetFor(&seg, key)
