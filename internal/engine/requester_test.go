@@ -17,6 +17,11 @@ import (
 // playing the responder, so a test can answer the engine's requests
 // with crafted segments.
 func rawResponder(t *testing.T, cp ConnParams, cfg Config) (*side, *enginetest.Peer) {
+	return rawResponderBuf(t, 4096, cp, cfg)
+}
+
+// rawResponderBuf is rawResponder with a local buffer of bufLen bytes.
+func rawResponderBuf(t *testing.T, bufLen int, cp ConnParams, cfg Config) (*side, *enginetest.Peer) {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -37,7 +42,7 @@ func rawResponder(t *testing.T, cp ConnParams, cfg Config) (*side, *enginetest.P
 		}
 		pc <- p
 	}()
-	s := newSideConfig(t, 4096, QPAttr{}, cfg)
+	s := newSideConfig(t, bufLen, QPAttr{}, cfg)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if err := s.qp.Connect(ctx, ln.Addr().String(), cp); err != nil {
@@ -169,5 +174,49 @@ func TestULPDULongerThanMULPDU(t *testing.T) {
 	tm, _, err := p.ExpectTerminate(5 * time.Second)
 	if err != nil || tm.Err != term.MPALocalCatastrophic {
 		t.Fatalf("Terminate %v (%v), want %v", tm.Err, err, term.MPALocalCatastrophic)
+	}
+}
+
+// TestTaggedMessagesNeverCut: with a 4 MiB RDMA Write in progress and a
+// 256 KiB Read Response ready, the wire never shows a segment of one between
+// two segments of the other (siw aborts on such an intersection; it was
+// seen with the byte-budget alternation between responses and the SQ).
+func TestTaggedMessagesNeverCut(t *testing.T) {
+	const wsize, rsize = 4 << 20, 256 << 10
+	s, p := rawResponderBuf(t, wsize, ConnParams{}, Config{})
+	fill(s.buf, 0x33)
+	// Our Write, then the peer's Read of our buffer while it is sent (the
+	// peer reads nothing yet, so the Write is still in progress).
+	mustPost(t, s.qp, SendWR{ID: 1, Op: OpWrite, Flags: FlagSignaled, SGL: []SGE{s.sge(0, wsize)}, RemoteSTag: 0x99, RemoteTO: 0})
+	if err := p.Send(segRead(1, rdmap.ReadParams{SinkSTag: 0x77, Size: rsize, SrcSTag: s.mr.STag(), SrcTO: s.to(0)})); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(50 * time.Millisecond) // the Read Request is queued for tx
+	var cur rdmap.OpCode = 0xFF // the tagged message in progress (0xFF: none)
+	done := map[rdmap.OpCode]int{}
+	for done[rdmap.OpWrite] < wsize || done[rdmap.OpReadResponse] < rsize {
+		u, err := p.Next(10 * time.Second)
+		if err != nil {
+			t.Fatalf("after %v: %v", done, err)
+		}
+		seg, err := ddp.Parse(u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		op := rdmap.OpCode(u[1] & 0xF)
+		if op != rdmap.OpWrite && op != rdmap.OpReadResponse {
+			continue
+		}
+		if cur != 0xFF && op != cur {
+			t.Fatalf("a %v segment cut the %v in progress (%v so far)", op, cur, done)
+		}
+		cur = op
+		done[op] += len(seg.Payload())
+		if seg.Last() {
+			cur = 0xFF
+		}
+	}
+	if c := poll(t, s.scq, 1)[0]; c.ID != 1 || c.Status != StatusSuccess {
+		t.Fatalf("Write %+v", c)
 	}
 }

@@ -183,6 +183,29 @@ func (qp *QP) buildRTRLocked(n int) int {
 	return qp.seal(n, k)
 }
 
+// Messages in progress: the transmitter switches between the responses
+// and the SQ only at message boundaries, so no message is cut by a
+// tagged one (RFC 5041 segments of different messages are never mixed by
+// us; siw and hardware RNICs do not expect it).
+
+// sqMid reports whether the SQ's next message has begun but not ended.
+func (qp *QP) sqMid() bool {
+	if qp.sqNext == qp.sqTail {
+		return false
+	}
+	e, _ := qp.sqSlot(qp.sqNext)
+	return e.state == sqStarted
+}
+
+// respMid reports whether the head Read Response has begun but not ended.
+func (qp *QP) respMid() bool {
+	if qp.irdHead == qp.irdTail {
+		return false
+	}
+	r := &qp.irdQ[qp.irdHead%uint32(len(qp.irdQ))]
+	return !r.atomic && r.off > 0
+}
+
 // buildRespLocked frames responses to inbound Reads and Atomics in request
 // order.
 func (qp *QP) buildRespLocked(n int) (int, bool) {
@@ -193,6 +216,13 @@ func (qp *QP) buildRespLocked(n int) (int, bool) {
 			return n, progress
 		}
 		r := &qp.irdQ[qp.irdHead%uint32(len(qp.irdQ))]
+		if !r.atomic && qp.sqMid() {
+			// A tagged message is never cut by another: the Read
+			// Response waits for the SQ message in progress to end (siw
+			// aborts on such an intersection). Atomic Responses, one
+			// untagged FPDU each, still go out between its segments.
+			return n, progress
+		}
 		if r.atomic {
 			h := qp.framer.HeaderLen()
 			k, _ := rdmap.PutAtomicResponse(qp.txbuf[n+h:], qp.atomRespMSN, r.reqID, r.orig)
@@ -303,8 +333,8 @@ func (qp *QP) buildSQLocked(n int) (int, bool) {
 	budget := txChunk
 	progress := false
 	for qp.sqNext != qp.sqTail && qp.state != QPError {
-		if !qp.space(n) {
-			return n, progress
+		if !qp.space(n) || qp.respMid() {
+			return n, progress // (a Read Response in progress ends first)
 		}
 		e, sgl := qp.sqSlot(qp.sqNext)
 		sgl = sgl[:e.nsge]
