@@ -9,7 +9,8 @@ import (
 
 // HTTPHandler serves /metrics (the registry), /healthz (the process
 // answers) and /readyz (200 once the daemon listens with its regions
-// registered, 503 while starting or shutting down).
+// registered, 503 while starting or shutting down or when State.ReadyCheck
+// fails, with the reason).
 func HTTPHandler(s *State, reg *prometheus.Registry) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
@@ -17,8 +18,8 @@ func HTTPHandler(s *State, reg *prometheus.Registry) http.Handler {
 		w.Write([]byte("ok\n"))
 	})
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
-		if !s.Ready() {
-			http.Error(w, "not ready", http.StatusServiceUnavailable)
+		if err := s.ReadyErr(); err != nil {
+			http.Error(w, "not ready: "+err.Error(), http.StatusServiceUnavailable)
 			return
 		}
 		w.Write([]byte("ready\n"))

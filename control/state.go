@@ -1,6 +1,7 @@
 package control
 
 import (
+	"errors"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -148,6 +149,10 @@ type State struct {
 	Allow     []string
 	Version   string
 	Started   time.Time
+	// ReadyCheck, when set, is consulted by Ready and /readyz: an error
+	// makes the daemon not ready (verbs.Device.Healthy: the afxdp device
+	// lost its XDP attachment). Set it before serving.
+	ReadyCheck func() error
 
 	mu      sync.Mutex
 	regions []Region
@@ -284,5 +289,16 @@ func (s *State) Sink() (msgs, bytes map[string]uint64) {
 // (starting, shutting down); /readyz reports it.
 func (s *State) SetReady(v bool) { s.ready.Store(v) }
 
-// Ready reports readiness.
-func (s *State) Ready() bool { return s.ready.Load() }
+// Ready reports readiness: SetReady(true) and ReadyCheck passing.
+func (s *State) Ready() bool { return s.ReadyErr() == nil }
+
+// ReadyErr says why the daemon is not ready (nil when it is).
+func (s *State) ReadyErr() error {
+	if !s.ready.Load() {
+		return errors.New("starting or shutting down")
+	}
+	if s.ReadyCheck != nil {
+		return s.ReadyCheck()
+	}
+	return nil
+}

@@ -14,7 +14,9 @@ import (
 // openAFXDP opens the engine over the "afxdp" transport. What commonly goes
 // wrong is checked first and reported with what to do: a missing
 // interface name, an unknown interface, missing privileges, a low
-// RLIMIT_MEMLOCK, and an XDP attach the kernel or driver refuses.
+// RLIMIT_MEMLOCK, an interface another xrnic process owns (ErrInUse),
+// more queues than the interface has, and an XDP attach the kernel or
+// driver refuses.
 func openAFXDP(cfg DeviceConfig) (provider, error) {
 	x := cfg.XDP
 	if x.Iface == "" {
@@ -69,6 +71,10 @@ func classifyXDPError(x XDPConfig, err error) error {
 	var op *afxdp.OpError
 	errors.As(err, &op)
 	switch {
+	case errors.Is(err, afxdp.ErrInUse):
+		return fmt.Errorf("%w: %v (one xrnic process per interface: stop that one first, e.g. `systemctl stop xrnicd`, or serve another interface)", ErrInUse, err)
+	case errors.Is(err, afxdp.ErrQueues):
+		return fmt.Errorf("%w: XDPConfig.Queues: %v", ErrBadAttr, err)
 	case errors.Is(err, unix.EPERM) || errors.Is(err, unix.EACCES):
 		return fmt.Errorf("%w: %v (run as root, or grant CAP_NET_ADMIN, CAP_BPF, CAP_NET_RAW and CAP_IPC_LOCK)", ErrPrivileges, err)
 	case errors.Is(err, afxdp.ErrOtherProgram):

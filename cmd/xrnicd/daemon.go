@@ -146,6 +146,7 @@ func start(cfg config, log *slog.Logger) (d *daemon, err error) {
 		return d, fmt.Errorf("allocate the daemon's PD: %w", err)
 	}
 	d.state = control.NewState(d.dev)
+	d.state.ReadyCheck = d.dev.Healthy // /readyz fails when the afxdp device lost its XDP attachment
 	d.state.Transport = transport
 	d.state.Version = version()
 	d.ctx, d.cancel = context.WithCancel(context.Background())

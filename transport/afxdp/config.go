@@ -36,6 +36,10 @@ type Config struct {
 	LockThread bool
 	// Logger receives control-path events (nil: slog.Default()).
 	Logger *slog.Logger
+	// LockDir holds the per-interface owner locks (default
+	// DefaultLockDir, /run/xrnic; see owner.go). Every process sharing
+	// an interface must use the same directory.
+	LockDir string
 }
 
 func (c *Config) setDefaults() {
@@ -59,6 +63,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
+	}
+	if c.LockDir == "" {
+		c.LockDir = DefaultLockDir
 	}
 }
 

@@ -36,10 +36,15 @@ type Transport struct {
 	nl      *netlink.Handle // rtnetlink, bound to ns (opened in setup)
 	prog    *bpf.Program
 	att     *bpf.Attachment
+	progID  uint32 // the kernel id of prog (Healthy)
 	umem    *xsk.UMEM
 	loops   []*pollLoop
+	lock    *ifaceLock // the interface's owner lock (owner.go)
 	// replaced reports a stale attachment that was found and replaced.
 	replaced string
+
+	hmu    sync.Mutex // Healthy against teardown
+	closed bool
 
 	closeOnce sync.Once
 	closeErr  error
@@ -141,6 +146,7 @@ func Open(cfg Config) (*Transport, error) {
 	for q := range cfg.Queues {
 		l := x.loops[q]
 		started := make(chan error, 1)
+		l.running = true // teardown waits for it to end
 		go l.run(started)
 		if err := <-started; err != nil {
 			x.teardown()
@@ -163,6 +169,14 @@ func (x *Transport) setup(mode bpf.Mode) error {
 		return fail(OpInterface, errors.New("not an Ethernet device"))
 	}
 	copy(x.mac[:], ifi.HardwareAddr)
+	if err := queueCheck(cfg.Iface, cfg.Queues); err != nil {
+		return fail(OpQueues, err)
+	}
+	// The owner lock comes before anything changes on the interface: a
+	// second process must leave the first one's attachment alone.
+	if x.lock, err = lockIface(cfg.LockDir, cfg.Iface, x.ns, x.ifindex); err != nil {
+		return fail(OpLock, err)
+	}
 	x.mtu = ifi.MTU
 	if cfg.MTU > 0 && cfg.MTU < x.mtu {
 		x.mtu = cfg.MTU
@@ -204,6 +218,11 @@ func (x *Transport) setup(mode bpf.Mode) error {
 		}
 		return fail(OpLoad, err)
 	}
+	if pi, err := x.prog.Prog().Info(); err == nil {
+		if id, ok := pi.ID(); ok {
+			x.progID = uint32(id)
+		}
+	}
 	if x.att, err = x.prog.Attach(bpf.AttachOptions{Ifindex: x.ifindex, Mode: mode, Logger: cfg.Logger}); err != nil {
 		return fail(OpAttach, err)
 	}
@@ -226,6 +245,7 @@ func (x *Transport) setup(mode bpf.Mode) error {
 		}
 		x.loops = append(x.loops, l)
 		if err := x.newQueue(l, s); err != nil {
+			s.Close()
 			return fail(OpPollLoop, err)
 		}
 		if err := x.prog.SetSocket(q, s.Fd()); err != nil {
@@ -236,7 +256,9 @@ func (x *Transport) setup(mode bpf.Mode) error {
 }
 
 // replaceStale finds an XDP program already attached to the device. Ours
-// (left by a crashed run) is detached; anything else is an error.
+// is stale, its owner gone (we hold the interface's owner lock, which
+// every live xrnic process on it holds), and is detached; anything else
+// is an error.
 func (x *Transport) replaceStale() error {
 	ids, multi, err := attachedXDP(x.nl, x.ifindex)
 	if err != nil {
@@ -334,12 +356,12 @@ func detachProgram(nl *netlink.Handle, ns, ifindex int, id uint32) (string, erro
 	return "", errors.Join(errs...)
 }
 
-// teardown stops the loops and removes everything from the kernel.
+// teardown stops the loops and removes everything from the kernel. It
+// runs also after a failed Open, in any state setup left: it waits only
+// for loops whose goroutine was started, so it never blocks.
 func (x *Transport) teardown() error {
 	for _, l := range x.loops {
-		if l.q != nil && l.q.started {
-			l.stop()
-		}
+		l.stop()
 	}
 	var errs []error
 	for _, l := range x.loops {
@@ -360,12 +382,17 @@ func (x *Transport) teardown() error {
 	if x.umem != nil {
 		x.umem.Close()
 	}
+	x.hmu.Lock()
+	x.closed = true
 	if x.nl != nil {
 		x.nl.Close()
 	}
+	x.hmu.Unlock()
 	if x.ns >= 0 {
 		unix.Close(x.ns)
 		x.ns = -1
 	}
+	// Last: the next owner finds the interface as we left it.
+	x.lock.release()
 	return errors.Join(errs...)
 }

@@ -7,7 +7,8 @@
 // on it, and runs the QPs' transmit steps itself (loop.go).
 //
 // Files by role: device.go (Open, setup, stale attachments, teardown),
-// config.go, loop.go (the poll loop), queue.go (one queue's stack and
+// owner.go (the per-interface owner lock, Healthy), channels_unsafe.go
+// (the queue count check), config.go, loop.go (the poll loop), queue.go (one queue's stack and
 // events), conn.go (a connection: receive delivery, FPDUs into segments),
 // dial.go and listener.go, neigh.go (port reservations, routes and
 // neighbours over netlink), link.go (the tcpstack.Link over the AF_XDP
@@ -45,11 +46,21 @@
 // from the XSKMAP: NoSocket) get the kernel's RST, which is the truthful
 // answer then.
 //
-// At start, an XDP program already attached to Iface is inspected: if it
-// is ours (named xrnic_steer, left by a crashed run: a pinned bpf_link or
-// a netlink attachment survives its process) it is detached and replaced;
-// any other program is an error. Close detaches the program and unloads
-// its maps, also when connections are still open.
+// One process owns an interface: Open first takes an exclusive owner lock
+// (flock(2) on /run/xrnic/afxdp-netns<inode>-if<ifindex>.lock, holding the
+// owner's pid; released by Close and by the kernel when the process dies,
+// see owner.go). Without it Open fails with ErrInUse ("another xrnic
+// process (pid N, comm) holds IF") and changes nothing on the interface.
+// With it, an XDP program already attached to Iface is inspected: if it
+// is ours (named xrnic_steer) its owner is gone (a pinned bpf_link or a
+// netlink attachment survives its process) and it is detached and
+// replaced; any other program is an error. Healthy reports whether our
+// program is still the attached one. Close detaches the program and
+// unloads its maps, also when connections are still open.
+//
+// Open checks Queues against the device's receive queues (ethtool
+// channels) before anything else, and every failure of Open releases what
+// it took and returns promptly.
 //
 // # Queues
 //

@@ -55,6 +55,10 @@ type pollLoop struct {
 	sleeping atomic.Bool
 	stopping atomic.Bool
 	done     chan struct{}
+	// running: Open started the loop's goroutine (stop waits for it only
+	// then); set before the goroutine starts, read by teardown after.
+	running bool
+	stopped bool
 
 	mu    sync.Mutex
 	cmds  []func()
@@ -300,9 +304,17 @@ func (l *pollLoop) iterate() bool {
 	return work
 }
 
+// stop ends the loop goroutine if it was started, waits for it, and
+// closes the eventfd. It runs once, from teardown.
 func (l *pollLoop) stop() {
-	l.stopping.Store(true)
-	unix.Write(l.efd, l.one[:])
-	<-l.done
+	if l.stopped {
+		return
+	}
+	l.stopped = true
+	if l.running {
+		l.stopping.Store(true)
+		unix.Write(l.efd, l.one[:])
+		<-l.done
+	}
 	unix.Close(l.efd)
 }

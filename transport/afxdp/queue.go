@@ -11,15 +11,14 @@ import (
 
 // xdpQueue is the state of one queue, owned by its poll loop.
 type xdpQueue struct {
-	x       *Transport
-	l       *pollLoop
-	sock    *xsk.Socket
-	link    *xskLink
-	stack   *tcpstack.Stack
-	clock   tcpstack.Clock
-	clk     *loopClock // clock, updated by the poll loop
-	started bool
-	next    time.Duration // the stack's next timer
+	x     *Transport
+	l     *pollLoop
+	sock  *xsk.Socket
+	link  *xskLink
+	stack *tcpstack.Stack
+	clock tcpstack.Clock
+	clk   *loopClock    // clock, updated by the poll loop
+	next  time.Duration // the stack's next timer
 
 	conns   map[*tcpstack.Conn]*xconn
 	lns     map[uint16]*listener
@@ -64,7 +63,6 @@ func (x *Transport) newQueue(l *pollLoop, s *xsk.Socket) error {
 	q.stack = st
 	l.q = q
 	q.link.flush()
-	q.started = true
 	return nil
 }
 
