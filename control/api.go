@@ -10,6 +10,8 @@ import (
 	"net/http"
 	"os"
 	"sort"
+	"strings"
+	"syscall"
 	"time"
 
 	"xrnic/wire/term"
@@ -220,7 +222,11 @@ func NewClient(path string) *Client {
 	return &Client{hc: &http.Client{Transport: tr, Timeout: 10 * time.Second}}
 }
 
-// ErrDenied is returned when the daemon refused the caller's credentials.
+// errClosedEarly is how a refused user usually learns it.
+var errClosedEarly = errors.New("control: the daemon closed the connection without answering: it refuses this user (run as root, as the daemon's user, or as a member of the socket's group), or it is stopping")
+
+// ErrDenied is returned when the daemon refused the caller's credentials
+// with a 403.
 var ErrDenied = errors.New("control: the daemon refused this user (run as root, as the daemon's user, or as a member of the socket's group)")
 
 // Get fetches path into v.
@@ -231,6 +237,14 @@ func (c *Client) Get(ctx context.Context, path string, v any) error {
 	}
 	resp, err := c.hc.Do(req)
 	if err != nil {
+		// net/http reports a connection closed before the request was
+		// written by an unexported error; it is matched by its text.
+		if errors.Is(err, syscall.EPIPE) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, io.EOF) ||
+			strings.Contains(err.Error(), "server closed idle connection") {
+			// The daemon closes a refused peer at accept; a request
+			// written after that fails before the 403 is read.
+			return fmt.Errorf("%w: %w", errClosedEarly, err)
+		}
 		return err
 	}
 	defer resp.Body.Close()

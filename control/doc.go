@@ -30,6 +30,9 @@
 //	xrnic_mapped_memory_bytes{backing}, xrnic_memory_page_fallbacks_total
 //	xrnic_sink_messages_total{kind}, xrnic_sink_bytes_total{kind}  the daemon's receive sink
 //	xrnic_completion_latency_seconds{queue,opcode}               histogram, post to poll
+//	xrnic_server_connections{server}, xrnic_server_max_connections{server}   metrics, control: held now, cap
+//	xrnic_server_connections_closed_total{server,reason}         over_limit, idle_evicted, credentials (Options.Servers)
+//	xrnic_server_accept_errors_total{server}                     metrics, control, mpa
 //	go_*, process_*                                              Go runtime and process collectors
 //
 // With a TCPSource (the user-space TCP of the AF_XDP transport) the
@@ -51,6 +54,17 @@
 //
 // HTTP/1.1 with JSON bodies on a unix socket (mode 0660): GET /v1/status,
 // /v1/qps, /v1/regions, /v1/stats. Each connection's peer credentials are
-// read with SO_PEERCRED; DefaultPolicy admits root, the daemon's user and
-// members of the socket's group, and answers others 403.
+// read with SO_PEERCRED when it is accepted; DefaultPolicy admits root, the
+// daemon's user and members of the socket's group, and a refused peer is
+// closed at once (Client reports that as a refusal).
+//
+// # Bounds
+//
+// Both servers (NewHTTPServer, SocketServer.ServeConfig) take a
+// ServerConfig: a connection cap enforced by LimitListener (at the cap a
+// new connection replaces the longest idle one, or is closed when all are
+// busy) and read, write and idle timeouts; accept errors are retried with
+// backoff, never ending the server. What they close and every failed
+// accept is counted in ServerStats and reported to a LogFunc, which the
+// daemon rate-limits.
 package control

@@ -253,6 +253,9 @@ type Options struct {
 	XDP XDPSource // nil: XDP families absent (kernel transport)
 	// NoProcess leaves out the Go runtime and process collectors (tests).
 	NoProcess bool
+	// Servers are the counters of the daemon's servers (metrics, control,
+	// mpa): the xrnic_server_* families.
+	Servers []*ServerStats
 }
 
 // NewRegistry returns a registry with the engine collector, the completion
@@ -261,6 +264,9 @@ func NewRegistry(s *State, o Options) *prometheus.Registry {
 	r := prometheus.NewRegistry()
 	r.MustRegister(NewCollector(s, o.TCP, o.XDP))
 	r.MustRegister(s.Latency.Collector())
+	if len(o.Servers) > 0 {
+		r.MustRegister(serverCollector(o.Servers))
+	}
 	if !o.NoProcess {
 		r.MustRegister(collectors.NewGoCollector())
 		r.MustRegister(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))

@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -91,7 +93,10 @@ func procGroups(pid int) []int {
 type SocketServer struct {
 	path string
 	ln   *net.UnixListener
-	srv  *http.Server
+
+	mu     sync.Mutex
+	srv    *http.Server
+	closed bool
 }
 
 // ListenSocket creates the control socket at path with mode 0660 and group
@@ -133,38 +138,117 @@ func ListenSocket(path string, gid int) (*SocketServer, error) {
 // Path returns the socket path.
 func (s *SocketServer) Path() string { return s.path }
 
-// Serve serves h to peers admitted by policy until Close; others get 403.
+// Serve is ServeConfig with the default bounds.
 func (s *SocketServer) Serve(h http.Handler, policy Policy) error {
-	s.srv = &http.Server{
-		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			c, ok := r.Context().Value(credKey{}).(Cred)
-			if !ok || !policy(c) {
-				http.Error(w, ErrDenied.Error(), http.StatusForbidden)
-				return
-			}
-			h.ServeHTTP(w, r)
-		}),
-		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
-			if cr, err := peerCred(c); err == nil {
-				return context.WithValue(ctx, credKey{}, cr)
-			}
-			return ctx
-		},
-		ReadHeaderTimeout: 5 * time.Second,
+	return s.ServeConfig(h, policy, ServerConfig{})
+}
+
+// ServeConfig serves h to peers admitted by policy until Close, within
+// c's bounds. Each connection's peer credentials are read when it is
+// accepted: a refused peer is closed at once, before it can send a
+// request, hold a connection or count against c.MaxConns.
+func (s *SocketServer) ServeConfig(h http.Handler, policy Policy, c ServerConfig) error {
+	c = c.withDefaults()
+	if c.Stats.Name == "" {
+		c.Stats.Name = "control"
 	}
-	err := s.srv.Serve(s.ln)
+	cl := &credListener{UnixListener: s.ln, policy: policy, st: c.Stats, log: c.Log}
+	ll := NewLimitListener(cl, c.MaxConns, c.Stats, c.Log)
+	srv := newHTTPServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// Refused peers never get here; checked again all the same.
+		cr, ok := r.Context().Value(credKey{}).(Cred)
+		if !ok || !policy(cr) {
+			http.Error(w, ErrDenied.Error(), http.StatusForbidden)
+			return
+		}
+		h.ServeHTTP(w, r)
+	}), ll, c)
+	srv.ConnContext = func(ctx context.Context, nc net.Conn) context.Context {
+		if cr, ok := connCred(nc); ok {
+			return context.WithValue(ctx, credKey{}, cr)
+		}
+		return ctx
+	}
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.srv = srv
+	s.mu.Unlock()
+	err := srv.Serve(ll)
 	if errors.Is(err, http.ErrServerClosed) {
 		return nil
 	}
 	return err
 }
 
+// credListener reads each accepted connection's peer credentials and
+// closes the refused ones at once.
+type credListener struct {
+	*net.UnixListener
+	policy Policy
+	st     *ServerStats
+	log    LogFunc
+}
+
+func (l *credListener) Accept() (net.Conn, error) {
+	for {
+		c, err := l.AcceptUnix()
+		if err != nil {
+			return nil, err
+		}
+		cr, err := peerCred(c)
+		if err == nil && l.policy(cr) {
+			return &credConn{UnixConn: c, cred: cr}, nil
+		}
+		// Closed before anything is read or written: the client sees
+		// the connection closed (control.Client says why), and a
+		// refused user can hold nothing. (An early 403 would reach Go
+		// clients before their request and be dropped as unsolicited.)
+		l.st.credentials.Add(1)
+		c.Close()
+		if err != nil {
+			l.log(slog.LevelWarn, "control-refused", "control socket: connection closed: peer credentials unreadable", "err", err)
+		} else {
+			l.log(slog.LevelWarn, "control-refused", "control socket: peer refused (not root, the daemon's user or the socket's group)",
+				"uid", cr.UID, "gid", cr.GID, "pid", cr.PID)
+		}
+	}
+}
+
+// credConn is an admitted connection with its peer's credentials.
+type credConn struct {
+	*net.UnixConn
+	cred Cred
+}
+
+// connCred finds the credentials of a connection credListener admitted,
+// through the wrappers around it.
+func connCred(c net.Conn) (Cred, bool) {
+	for c != nil {
+		if cc, ok := c.(*credConn); ok {
+			return cc.cred, true
+		}
+		w, ok := c.(interface{ NetConn() net.Conn })
+		if !ok {
+			break
+		}
+		c = w.NetConn()
+	}
+	return Cred{}, false
+}
+
 // Close stops serving and removes the socket file.
 func (s *SocketServer) Close() error {
-	if s.srv != nil {
+	s.mu.Lock()
+	s.closed = true
+	srv := s.srv
+	s.mu.Unlock()
+	if srv != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
-		s.srv.Shutdown(ctx)
+		srv.Shutdown(ctx)
 	}
 	s.ln.Close()
 	if _, err := os.Lstat(s.path); err == nil {

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"xrnic/control"
 	"xrnic/mem"
 	"xrnic/wire/mpa"
 )
@@ -25,6 +26,10 @@ const (
 	DefaultListen  = ":7306"
 	DefaultMetrics = ":9736"
 	DefaultSocket  = "/run/xrnic/xrnicd.sock"
+
+	// xrnicctl opens one connection per command and closes it; 32
+	// leaves room for monitoring agents polling the socket.
+	defaultSocketMaxConns = 32
 )
 
 // regionSpec is one --region NAME:SIZE:ACCESS.
@@ -67,6 +72,10 @@ type config struct {
 	LogFormat      string
 	ConnTimeout    time.Duration
 	ShutdownTimout time.Duration
+	// Bounds of the metrics HTTP server and of the control socket.
+	HTTPMaxConns, SocketMaxConns                      int
+	HTTPReadTimeout, HTTPWriteTimeout, HTTPIdle       time.Duration
+	SocketReadTimeout, SocketWriteTimeout, SocketIdle time.Duration
 }
 
 // listFlag is a repeatable flag.
@@ -153,11 +162,22 @@ func newFlagSet(c *config, out io.Writer) *flag.FlagSet {
 	fs.StringVar(&c.LogFormat, "log-format", "text", "`format`: text or json (log/slog)")
 	fs.DurationVar(&c.ConnTimeout, "conn-timeout", 10*time.Second, "bound of each connection setup step and of a QP's orderly close")
 	fs.DurationVar(&c.ShutdownTimout, "shutdown-timeout", 15*time.Second, "bound of the SIGTERM shutdown")
+	fs.IntVar(&c.HTTPMaxConns, "http-max-conns", control.DefaultMaxConns, "most connections the --metrics server holds; at the cap a new one replaces the longest idle, or is closed at once when all are busy")
+	fs.DurationVar(&c.HTTPReadTimeout, "http-read-timeout", control.DefaultReadTimeout, "--metrics: bound of reading one request (headers within min(this, 5s))")
+	fs.DurationVar(&c.HTTPWriteTimeout, "http-write-timeout", control.DefaultWriteTimeout, "--metrics: bound of writing one response")
+	fs.DurationVar(&c.HTTPIdle, "http-idle-timeout", control.DefaultIdleTimeout, "--metrics: a keep-alive connection without a request this long is closed")
+	fs.IntVar(&c.SocketMaxConns, "socket-max-conns", defaultSocketMaxConns, "most connections the control socket holds (as --http-max-conns; refused users are closed at accept and never count)")
+	fs.DurationVar(&c.SocketReadTimeout, "socket-read-timeout", control.DefaultReadTimeout, "control socket: bound of reading one request")
+	fs.DurationVar(&c.SocketWriteTimeout, "socket-write-timeout", control.DefaultWriteTimeout, "control socket: bound of writing one response")
+	fs.DurationVar(&c.SocketIdle, "socket-idle-timeout", control.DefaultIdleTimeout, "control socket: a keep-alive connection without a request this long is closed")
 	return fs
 }
 
 func defaultConfig() config {
-	return config{MaxRegBytes: 1 << 30, SinkBuffer: 8 << 10, RTR: mpa.RTRAll, MaxSetup: 1024, MaxSetupPeer: 256}
+	return config{MaxRegBytes: 1 << 30, SinkBuffer: 8 << 10, RTR: mpa.RTRAll, MaxSetup: 1024, MaxSetupPeer: 256,
+		HTTPMaxConns: control.DefaultMaxConns, SocketMaxConns: defaultSocketMaxConns,
+		HTTPReadTimeout: control.DefaultReadTimeout, HTTPWriteTimeout: control.DefaultWriteTimeout, HTTPIdle: control.DefaultIdleTimeout,
+		SocketReadTimeout: control.DefaultReadTimeout, SocketWriteTimeout: control.DefaultWriteTimeout, SocketIdle: control.DefaultIdleTimeout}
 }
 
 // parseArgs parses the command line and, with --config, the config file
@@ -324,6 +344,18 @@ func (c *config) validate() error {
 	}
 	if c.MaxQPs <= 0 || c.MaxQPsPerPeer < 0 || c.MaxSetup <= 0 || c.MaxSetupPeer <= 0 || c.MaxORD < 0 || c.MaxIRD < 0 || c.SinkDepth <= 0 || c.RequiredORD < 0 {
 		return errors.New("limits must be positive (--max-qps, --max-setup, --max-setup-per-peer, --sink-depth) or non-negative (--max-ord, --max-ird, --required-ord)")
+	}
+	if c.HTTPMaxConns <= 0 || c.SocketMaxConns <= 0 {
+		return errors.New("--http-max-conns and --socket-max-conns must be positive")
+	}
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{{"--http-read-timeout", c.HTTPReadTimeout}, {"--http-write-timeout", c.HTTPWriteTimeout}, {"--http-idle-timeout", c.HTTPIdle},
+		{"--socket-read-timeout", c.SocketReadTimeout}, {"--socket-write-timeout", c.SocketWriteTimeout}, {"--socket-idle-timeout", c.SocketIdle}} {
+		if d.v <= 0 {
+			return fmt.Errorf("%s must be positive", d.name)
+		}
 	}
 	if c.MaxORD > int(mpa.MaxIRDORD) || c.MaxIRD > int(mpa.MaxIRDORD) || c.RequiredORD > int(mpa.MaxIRDORD) {
 		return fmt.Errorf("--max-ord, --max-ird and --required-ord are at most %d (RFC 6581)", mpa.MaxIRDORD)

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"net/http"
 	"net/netip"
 	"os"
 	"os/user"
@@ -83,9 +82,14 @@ type daemon struct {
 
 	regions []region
 	ln      *verbs.Listener
-	httpSrv *http.Server
+	httpSrv *control.HTTPServer
 	httpLn  net.Listener
 	sock    *control.SocketServer
+
+	// rlog writes what peers can cause at will (refusals, accept errors)
+	// at a bounded rate; the counters stay exact.
+	rlog                           *rateLog
+	httpStats, sockStats, mpaStats *control.ServerStats
 
 	ctx    context.Context // cancelled at shutdown: stops accepting and the sinks
 	cancel context.CancelFunc
@@ -113,13 +117,18 @@ func start(cfg config, log *slog.Logger) (d *daemon, err error) {
 		return nil, err
 	}
 
-	d = &daemon{cfg: cfg, log: log}
+	d = &daemon{cfg: cfg, log: log, rlog: newRateLog(log, logBurst, logWindow),
+		httpStats: &control.ServerStats{Name: "metrics"}, sockStats: &control.ServerStats{Name: "control"}, mpaStats: &control.ServerStats{Name: "mpa"}}
 	defer func() {
 		if err != nil {
 			d.release()
 			d = nil
 		}
 	}()
+	if err := d.planFDs(); err != nil {
+		return d, err
+	}
+	cfg = d.cfg
 	dc := verbs.DeviceConfig{Transport: transport, MaxQPs: cfg.MaxQPs, MaxORD: cfg.MaxORD, MaxIRD: cfg.MaxIRD, ConnTimeout: cfg.ConnTimeout}
 	if transport == "afxdp" {
 		dc.XDP = xdpConfig(&cfg, log)
@@ -181,7 +190,7 @@ func start(cfg config, log *slog.Logger) (d *daemon, err error) {
 		}
 	}
 	log.Info("listening for MPA connections", "addr", d.state.Listen, "allow", allow, "mpa_rev", cfg.MPARev,
-		"crc", !cfg.NoCRC, "markers", cfg.Markers, "max_qps", cfg.MaxQPs, "max_ord", cfg.MaxORD, "max_ird", cfg.MaxIRD)
+		"crc", !cfg.NoCRC, "markers", cfg.Markers, "max_qps", cfg.MaxQPs, "max_setup", cfg.MaxSetup, "max_ord", cfg.MaxORD, "max_ird", cfg.MaxIRD)
 
 	if cfg.Metrics != "" && cfg.Metrics != "off" {
 		if d.httpLn, err = net.Listen("tcp", cfg.Metrics); err != nil {
@@ -189,10 +198,13 @@ func start(cfg config, log *slog.Logger) (d *daemon, err error) {
 		}
 		d.state.Metrics = d.httpLn.Addr().String()
 		tcpSrc, xdpSrc := control.TransportSources(d.dev.Transport(), cfg.Iface)
-		reg := control.NewRegistry(d.state, control.Options{TCP: tcpSrc, XDP: xdpSrc})
-		d.httpSrv = &http.Server{Handler: control.HTTPHandler(d.state, reg), ReadHeaderTimeout: 5 * time.Second}
-		go d.httpSrv.Serve(d.httpLn)
-		log.Info("serving metrics", "addr", d.state.Metrics, "paths", "/metrics /healthz /readyz")
+		reg := control.NewRegistry(d.state, control.Options{TCP: tcpSrc, XDP: xdpSrc, Servers: []*control.ServerStats{d.httpStats, d.sockStats, d.mpaStats}})
+		d.httpSrv = control.NewHTTPServer(d.httpLn, control.HTTPHandler(d.state, reg), control.ServerConfig{
+			MaxConns: cfg.HTTPMaxConns, ReadTimeout: cfg.HTTPReadTimeout, WriteTimeout: cfg.HTTPWriteTimeout, IdleTimeout: cfg.HTTPIdle,
+			Stats: d.httpStats, Log: d.rlog.Log})
+		go d.httpSrv.Serve()
+		log.Info("serving metrics", "addr", d.state.Metrics, "paths", "/metrics /healthz /readyz", "max_conns", cfg.HTTPMaxConns,
+			"read_timeout", cfg.HTTPReadTimeout, "write_timeout", cfg.HTTPWriteTimeout, "idle_timeout", cfg.HTTPIdle)
 	}
 
 	gid := -1
@@ -210,8 +222,11 @@ func start(cfg config, log *slog.Logger) (d *daemon, err error) {
 	if policyGID < 0 {
 		policyGID = os.Getgid()
 	}
-	go d.sock.Serve(control.APIHandler(d.state), control.DefaultPolicy(policyGID))
-	log.Info("control socket", "path", cfg.Socket, "mode", "0660")
+	go d.sock.ServeConfig(control.APIHandler(d.state), control.DefaultPolicy(policyGID), control.ServerConfig{
+		MaxConns: cfg.SocketMaxConns, ReadTimeout: cfg.SocketReadTimeout, WriteTimeout: cfg.SocketWriteTimeout, IdleTimeout: cfg.SocketIdle,
+		Stats: d.sockStats, Log: d.rlog.Log})
+	log.Info("control socket", "path", cfg.Socket, "mode", "0660", "max_conns", cfg.SocketMaxConns,
+		"read_timeout", cfg.SocketReadTimeout, "write_timeout", cfg.SocketWriteTimeout, "idle_timeout", cfg.SocketIdle)
 
 	d.wg.Add(1)
 	go d.runAccept()
@@ -300,7 +315,7 @@ func (d *daemon) runAccept() {
 			if d.ctx.Err() != nil || errors.Is(err, net.ErrClosed) {
 				return
 			}
-			d.log.Warn("accept", "err", err)
+			d.rlog.Log(slog.LevelWarn, "mpa-accept", "MPA accept failed", "err", err)
 			time.Sleep(50 * time.Millisecond)
 			continue
 		}
@@ -314,26 +329,37 @@ func (d *daemon) runAccept() {
 }
 
 // setupFailed counts and logs a connection that did not become an MPA
-// Request (the listener's OnSetupError).
+// Request (the listener's OnSetupError). The counts are exact; the log
+// is rate-limited per kind (rateLog), since a peer causes these at will.
 func (d *daemon) setupFailed(remote net.Addr, err error) {
-	peer := fmt.Sprint(remote)
 	switch {
 	case errors.Is(err, verbs.ErrRefused):
 		d.state.CountRefused()
-		d.log.Debug("connection refused by --allow", "peer", peer)
+		d.rlog.Log(slog.LevelInfo, "mpa-refused-allow", "connection refused by --allow", "peer", addrString(remote))
 	case errors.Is(err, verbs.ErrSetupFull):
 		d.state.CountRefused()
-		d.log.Warn("connection refused: too many connections in MPA setup", "peer", peer)
+		d.rlog.Log(slog.LevelWarn, "mpa-setup-full", "connection refused: too many connections in MPA setup",
+			"peer", addrString(remote), "max_setup", d.cfg.MaxSetup, "max_setup_per_peer", d.cfg.MaxSetupPeer)
 	case remote == nil:
-		d.log.Warn("accept", "err", err)
+		d.mpaStats.CountAcceptError()
+		d.rlog.Log(slog.LevelWarn, "mpa-accept", "MPA accept failed; retrying", "err", err)
 	default:
 		o := control.MPAMalformed
 		if setupOutcome(err) == control.MPATimeout {
 			o = control.MPATimeout
 		}
 		d.state.CountMPA(o)
-		d.log.Info("MPA request refused", "peer", peer, "outcome", o.String(), "err", err)
+		d.rlog.Log(slog.LevelInfo, "mpa-"+o.String(), "MPA request refused", "peer", addrString(remote), "outcome", o.String(), "err", err)
 	}
+}
+
+// addrString formats a peer address without fmt's reflection ("" when
+// unknown).
+func addrString(a net.Addr) string {
+	if a == nil {
+		return ""
+	}
+	return a.String()
 }
 
 // setupOutcome classifies a failed connection setup.
@@ -366,14 +392,14 @@ func (d *daemon) serveRequest(req *verbs.ConnRequest, peer string) {
 	if (d.cfg.MPARev == "1" && req.MPARev != 1) || (d.cfg.MPARev == "2" && req.MPARev != 2) {
 		req.Reject(nil)
 		d.state.CountMPA(control.MPARejected)
-		log.Info("MPA request rejected", "reason", "revision not accepted (--mpa-rev "+d.cfg.MPARev+")", "rev", req.MPARev)
+		d.rlog.Log(slog.LevelInfo, "mpa-rejected-rev", "MPA request rejected", "peer", peer, "reason", "revision not accepted (--mpa-rev "+d.cfg.MPARev+")", "rev", req.MPARev)
 		return
 	}
 	release, ok := d.peers.acquire(peer, d.cfg.MaxQPsPerPeer)
 	if !ok {
 		req.Reject(nil)
 		d.state.CountMPA(control.MPARejected)
-		log.Warn("MPA request rejected", "reason", "the peer has --max-qps-per-peer QPs", "max_qps_per_peer", d.cfg.MaxQPsPerPeer)
+		d.rlog.Log(slog.LevelWarn, "mpa-rejected-peer-qps", "MPA request rejected", "peer", peer, "reason", "the peer has --max-qps-per-peer QPs", "max_qps_per_peer", d.cfg.MaxQPsPerPeer)
 		return
 	}
 	defer release()
@@ -381,7 +407,7 @@ func (d *daemon) serveRequest(req *verbs.ConnRequest, peer string) {
 	if err != nil {
 		req.Reject(nil)
 		d.state.CountMPA(control.MPARejected)
-		log.Warn("MPA request rejected", "reason", err)
+		d.rlog.Log(slog.LevelWarn, "mpa-rejected-resources", "MPA request rejected", "peer", peer, "reason", err)
 		return
 	}
 	d.state.AddQP(c.qp, peer)
@@ -390,7 +416,7 @@ func (d *daemon) serveRequest(req *verbs.ConnRequest, peer string) {
 	if err != nil {
 		o := setupOutcome(err)
 		d.state.CountMPA(o)
-		log.Info("MPA setup failed", "outcome", o.String(), "err", err)
+		d.rlog.Log(slog.LevelInfo, "mpa-setup-failed", "MPA setup failed", "peer", peer, "outcome", o.String(), "err", err)
 		return
 	}
 	d.state.CountMPA(control.MPAAccepted)
@@ -516,6 +542,7 @@ func (d *daemon) shutdown() {
 		d.log.Warn("shutdown: QPs did not close in time; closing the device", "timeout", d.cfg.ShutdownTimout)
 	}
 	d.release()
+	d.rlog.Flush()
 	d.log.Info("xrnicd stopped")
 }
 

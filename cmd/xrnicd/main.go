@@ -26,6 +26,14 @@
 // user-space TCP counters and the AF_XDP and XDP program counters, and
 // shutdown detaches the program and closes the sockets.
 //
+// Resources are bounded against floods: the metrics server and the control
+// socket hold at most --http-max-conns and --socket-max-conns connections
+// with read, write and idle timeouts; the control socket closes a refused
+// user at accept; the RLIMIT_NOFILE soft limit is raised to the hard limit
+// and the MPA bounds are fitted into it; refusals and accept errors are
+// logged at a bounded rate (SECURITY.md, "Bounds on the daemon's
+// resources").
+//
 // Run xrnicd -h for the options; see deploy/README.md for a walk-through.
 package main
 
