@@ -163,12 +163,15 @@ func run(args []string, stdout, stderr io.Writer) int {
 		err = c.dispatch(pos)
 	}
 	if err != nil {
-		fmt.Fprintln(stderr, "xrnicctl:", err)
 		var ue usageError
 		if errors.As(err, &ue) {
-			fmt.Fprint(stderr, usage)
+			// The usage with the options, then the error last, where it
+			// is seen.
+			newFlags(&cli{}, stderr).Usage()
+			fmt.Fprintln(stderr, "xrnicctl:", err)
 			return 2
 		}
+		fmt.Fprintln(stderr, "xrnicctl:", err)
 		return 1
 	}
 	return 0
@@ -538,6 +541,9 @@ func (c *cli) writeCmd(args []string) error {
 		if _, err := s.do(ctx, verbs.SendWR{Op: verbs.OpWrite, SGL: s.sge(0, len(data)), RemoteSTag: stag, RemoteTO: to}); err != nil {
 			return fmt.Errorf("write: %w", err)
 		}
+		if err := s.confirm(ctx); err != nil {
+			return fmt.Errorf("write: the peer refused it: %w", err)
+		}
 		return c.done(map[string]any{"written": len(data)}, fmt.Sprintf("wrote %d bytes", len(data)))
 	})
 }
@@ -559,6 +565,9 @@ func (c *cli) send(peer, text string) error {
 		}
 		if _, err := s.do(ctx, wr); err != nil {
 			return fmt.Errorf("send: %w", err)
+		}
+		if err := s.confirm(ctx); err != nil {
+			return fmt.Errorf("send: the peer refused it: %w", err)
 		}
 		return c.done(map[string]any{"sent": len(text)}, fmt.Sprintf("sent %d bytes", len(text)))
 	})
@@ -587,6 +596,9 @@ func (c *cli) imm(args []string) error {
 		}
 		if _, err := s.do(ctx, wr); err != nil {
 			return fmt.Errorf("imm: %w", err)
+		}
+		if err := s.confirm(ctx); err != nil {
+			return fmt.Errorf("imm: the peer refused it: %w", err)
 		}
 		return c.done(map[string]any{"immediate": fmt.Sprintf("0x%016x", v), "written": len(data)},
 			fmt.Sprintf("sent Immediate Data 0x%016x", v))

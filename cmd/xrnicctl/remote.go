@@ -122,6 +122,17 @@ func (s *session) do(ctx context.Context, wr verbs.SendWR) (verbs.Completion, er
 	return c, &opError{Status: wce.Status, Term: te, Err: wce.Err}
 }
 
+// confirm waits until the peer has processed everything sent before: a
+// Write, Send or Immediate Data completes locally once TCP has its bytes,
+// so only a later round trip shows whether the peer accepted it. A
+// zero-length Read (never checked, RFC 5040 §5.2) is answered after the
+// earlier messages; if one of them was refused, the peer's Terminate fails
+// the Read and names the error.
+func (s *session) confirm(ctx context.Context) error {
+	_, err := s.do(ctx, verbs.SendWR{Op: verbs.OpRead})
+	return err
+}
+
 // close disconnects (a FIN after draining) and destroys the device.
 func (s *session) close() {
 	s.qp.Close()

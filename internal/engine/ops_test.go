@@ -12,6 +12,7 @@ import (
 	"xrnic/atomics"
 	"xrnic/mem"
 	"xrnic/wire/mpa"
+	"xrnic/wire/rdmap"
 	"xrnic/wire/term"
 )
 
@@ -329,5 +330,20 @@ func TestSendInvalidateThenWrite(t *testing.T) {
 	}
 	if s.qp.Err() != term.DDPTaggedInvalidSTag {
 		t.Fatalf("server err %v", s.qp.Err())
+	}
+}
+
+// TestAtomicResponseBytesCounted: the responder counts the 12 bytes of
+// each Atomic Response it sends, as the requester counts them received
+// (the tx counter was always 0).
+func TestAtomicResponseBytesCounted(t *testing.T) {
+	c, s := connectPair(t, 4096, QPAttr{}, ConnParams{}, ConnParams{})
+	for i := range 3 {
+		mustPost(t, c.qp, SendWR{ID: uint64(i), Op: OpFetchAdd, Flags: FlagSignaled, SGL: []SGE{c.sge(0, 8)}, RemoteSTag: s.mr.STag(), RemoteTO: s.to(64), CompareAdd: 1})
+		poll(t, c.scq, 1)
+	}
+	tx, rx := s.qp.Stats().TxBytes[rdmap.OpAtomicResponse], c.qp.Stats().RxBytes[rdmap.OpAtomicResponse]
+	if tx != 3*rdmap.AtomicResponseLen || rx != tx {
+		t.Fatalf("Atomic Response bytes: responder sent %d, requester received %d; want %d each", tx, rx, 3*rdmap.AtomicResponseLen)
 	}
 }

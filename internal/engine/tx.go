@@ -228,7 +228,7 @@ func (qp *QP) buildRespLocked(n int) (int, bool) {
 			k, _ := rdmap.PutAtomicResponse(qp.txbuf[n+h:], qp.atomRespMSN, r.reqID, r.orig)
 			qp.atomRespMSN++
 			n = qp.seal(n, k)
-			qp.stats.tx(rdmap.OpAtomicResponse, 0, true)
+			qp.stats.tx(rdmap.OpAtomicResponse, k-ddp.UntaggedHeaderLen, true)
 			qp.irdHead++
 			progress = true
 			continue
