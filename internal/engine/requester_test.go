@@ -192,7 +192,7 @@ func TestTaggedMessagesNeverCut(t *testing.T) {
 		t.Fatal(err)
 	}
 	time.Sleep(50 * time.Millisecond) // the Read Request is queued for tx
-	var cur rdmap.OpCode = 0xFF // the tagged message in progress (0xFF: none)
+	var cur rdmap.OpCode = 0xFF       // the tagged message in progress (0xFF: none)
 	done := map[rdmap.OpCode]int{}
 	for done[rdmap.OpWrite] < wsize || done[rdmap.OpReadResponse] < rsize {
 		u, err := p.Next(10 * time.Second)
