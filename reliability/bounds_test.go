@@ -129,6 +129,12 @@ func idleFlood(t *testing.T, d *daemon, n int) {
 		req := []byte("GET " + path + " HTTP/1.1\r\nHost: xrnicd\r\n\r\n")
 		for i := 0; i < n; i++ {
 			c, err := net.Dial(network, addr)
+			// A unix socket's backlog full (EAGAIN): the daemon is
+			// still accepting the previous ones.
+			for try := 0; errors.Is(err, syscall.EAGAIN) && try < 500; try++ {
+				time.Sleep(10 * time.Millisecond)
+				c, err = net.Dial(network, addr)
+			}
 			if err != nil {
 				t.Fatalf("connection %d to %s: %v", i, addr, err)
 			}
