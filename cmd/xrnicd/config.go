@@ -71,6 +71,8 @@ type config struct {
 	LogLevel       slog.Level
 	LogFormat      string
 	ConnTimeout    time.Duration
+	FPDUTimeout    time.Duration
+	RequestTimeout time.Duration
 	ShutdownTimout time.Duration
 	// Bounds of the metrics HTTP server and of the control socket.
 	HTTPMaxConns, SocketMaxConns                      int
@@ -161,6 +163,8 @@ func newFlagSet(c *config, out io.Writer) *flag.FlagSet {
 	fs.Var(listFlag{set: func(s string) error { return c.LogLevel.UnmarshalText([]byte(s)) }, str: func() string { return "info" }}, "log-level", "`level`: debug, info, warn, error")
 	fs.StringVar(&c.LogFormat, "log-format", "text", "`format`: text or json (log/slog)")
 	fs.DurationVar(&c.ConnTimeout, "conn-timeout", 10*time.Second, "bound of each connection setup step and of a QP's orderly close")
+	fs.DurationVar(&c.FPDUTimeout, "fpdu-timeout", 5*time.Second, "end a QP whose peer sent part of an FPDU and then nothing for this long (Terminate, flush); negative: never")
+	fs.DurationVar(&c.RequestTimeout, "request-timeout", 30*time.Second, "complete an RDMA Read or Atomic the peer leaves unanswered this long with an error and end the QP; negative: never")
 	fs.DurationVar(&c.ShutdownTimout, "shutdown-timeout", 15*time.Second, "bound of the SIGTERM shutdown")
 	fs.IntVar(&c.HTTPMaxConns, "http-max-conns", control.DefaultMaxConns, "most connections the --metrics server holds; at the cap a new one replaces the longest idle, or is closed at once when all are busy")
 	fs.DurationVar(&c.HTTPReadTimeout, "http-read-timeout", control.DefaultReadTimeout, "--metrics: bound of reading one request (headers within min(this, 5s))")

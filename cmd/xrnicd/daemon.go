@@ -129,14 +129,20 @@ func start(cfg config, log *slog.Logger) (d *daemon, err error) {
 		return d, err
 	}
 	cfg = d.cfg
-	dc := verbs.DeviceConfig{Transport: transport, MaxQPs: cfg.MaxQPs, MaxORD: cfg.MaxORD, MaxIRD: cfg.MaxIRD, ConnTimeout: cfg.ConnTimeout}
+	dc := verbs.DeviceConfig{Transport: transport, MaxQPs: cfg.MaxQPs, MaxORD: cfg.MaxORD, MaxIRD: cfg.MaxIRD, ConnTimeout: cfg.ConnTimeout,
+		FPDUTimeout: cfg.FPDUTimeout, RequestTimeout: cfg.RequestTimeout}
 	if transport == "afxdp" {
 		dc.XDP = xdpConfig(&cfg, log)
 		d.dev, err = verbs.Open(dc)
-		if err != nil && auto {
+		// Another xrnic process on the interface, or more queues than it
+		// has, are the operator's to resolve: no silent fallback.
+		owned := errors.Is(err, verbs.ErrInUse) || errors.Is(err, verbs.ErrBadAttr)
+		if err != nil && auto && !owned {
 			log.Warn("afxdp unavailable; falling back to the kernel transport (--transport afxdp makes this fatal)", "iface", cfg.Iface, "err", err)
 			transport, reason = "kernel", "afxdp chosen for --iface "+cfg.Iface+" but it failed: "+err.Error()
 			dc.Transport, dc.XDP = "kernel", verbs.XDPConfig{}
+		} else if owned {
+			return d, fmt.Errorf("open the afxdp device on %s: %w", cfg.Iface, err)
 		} else if err != nil {
 			return d, fmt.Errorf("open the afxdp device on %s: %w (check `ip link show %s` for another XDP program; try --xdp-mode generic; or run with --transport kernel)", cfg.Iface, err, cfg.Iface)
 		}
