@@ -35,7 +35,19 @@
 //     in bounded time, the stale XDP program is replaced at restart and
 //     traffic resumes.
 //   - malformed_test.go (root): malformed FPDUs against an afxdp listener
-//     get their Terminates while another QP keeps working.
+//     get their Terminates while another QP keeps working: out-of-order
+//     untagged segments (receives flushed, never completed), a partial
+//     FPDU followed by silence (ended after the FPDU timeout), a ULPDU
+//     longer than the MULPDU.
+//   - setup_test.go (root): silent connections from one address hold at
+//     most the per-peer setup bound and delay no other client.
+//   - synflood_test.go (root): 100,000+ spoofed SYNs against the afxdp
+//     listener (SYN cookies) while a client connects and runs FetchAdds.
+//   - bounds_test.go: idle HTTP and control-socket connections, a refused
+//     user and floods of refused or malformed MPA connections hold bounded
+//     descriptors and log lines.
+//   - owner_test.go (root): one xrnicd per interface, /readyz when the
+//     attachment disappears, --queues beyond the device fails promptly.
 //
 // Tests that start processes are named TestIntegration*; they need no
 // privileges except the control-socket test, which runs xrnicctl as the
