@@ -136,8 +136,8 @@ func (l *LimitListener) Accept() (net.Conn, error) {
 			}
 			if victim == nil {
 				l.mu.Unlock()
+				l.st.overLimit.Add(1) // counted before the peer can see the close
 				c.Close()
-				l.st.overLimit.Add(1)
 				l.log(slog.LevelWarn, l.st.Name+"-over-limit", "connection closed: the server holds its maximum of connections, all busy",
 					"server", l.st.Name, "max_conns", l.max, "peer", addrString(c.RemoteAddr()))
 				continue
@@ -148,8 +148,8 @@ func (l *LimitListener) Accept() (net.Conn, error) {
 		l.st.open.Store(int64(len(l.conns)))
 		l.mu.Unlock()
 		if victim != nil {
-			victim.Conn.Close()
 			l.st.evicted.Add(1)
+			victim.Conn.Close()
 			l.log(slog.LevelDebug, l.st.Name+"-evicted", "idle connection closed to make room for a new one",
 				"server", l.st.Name, "max_conns", l.max)
 		}

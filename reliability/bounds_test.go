@@ -10,7 +10,6 @@ import (
 	"net"
 	"os"
 	"os/exec"
-	"os/user"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -259,15 +258,7 @@ func TestBoundsUIDClient(t *testing.T) {
 // rate, hold no descriptors, and the daemon's own user is still served.
 // Root only.
 func TestIntegrationBoundsWrongUID(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to run a client as another user (nobody)")
-	}
-	u, err := user.Lookup("nobody")
-	if err != nil {
-		t.Skipf("no user nobody: %v", err)
-	}
-	uid, _ := strconv.Atoi(u.Uid)
-	gid, _ := strconv.Atoi(u.Gid)
+	uid, gid := nobody(t, "run a client as another user (nobody)")
 	d := startDaemon(t, "--region", "x:4K:r")
 	traversable(d.socket)
 	os.Chmod(d.socket, 0o666)

@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"os/user"
+	"strconv"
 	"testing"
 	"time"
 
@@ -118,4 +120,20 @@ func httpGet(url string) (string, error) {
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
 	return string(b), err
+}
+
+// nobody skips the test unless it runs as root and the user nobody exists,
+// and returns nobody's uid and gid, for a test that must why.
+func nobody(t *testing.T, why string) (uid, gid int) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to " + why)
+	}
+	u, err := user.Lookup("nobody")
+	if err != nil {
+		t.Skipf("no user nobody: %v", err)
+	}
+	uid, _ = strconv.Atoi(u.Uid)
+	gid, _ = strconv.Atoi(u.Gid)
+	return uid, gid
 }

@@ -4,8 +4,6 @@ package reliability
 
 import (
 	"context"
-	"log/slog"
-	"net/netip"
 	"testing"
 	"time"
 
@@ -25,34 +23,9 @@ import (
 // the same two hosts keeps completing FetchAdds throughout.
 func TestIntegrationMalformedAFXDP(t *testing.T) {
 	e := newWireEnv(t, false)
-	var srv *engine.Device
-	if err := netnstest.In(t, e.nsA, func() (err error) {
-		tr, err := afxdp.Open(afxdp.Config{Iface: e.devA, MinRTO: 20 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)})
-		if err != nil {
-			return err
-		}
-		srv, err = engine.Open(engine.Config{Transport: tr, ConnTimeout: 5 * time.Second, FPDUTimeout: 500 * time.Millisecond})
-		return err
-	}); err != nil {
-		t.Fatalf("open afxdp device: %v", err)
-	}
-	defer srv.Close()
-	var cli *engine.Device
-	if err := netnstest.In(t, e.nsB, func() (err error) {
-		cli, err = engine.Open(engine.Config{ConnTimeout: 5 * time.Second})
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
-	defer cli.Close()
-	var ln *engine.Listener
-	if err := netnstest.In(t, e.nsA, func() (err error) {
-		ln, err = srv.Listen("tcp", netip.AddrPortFrom(rlIPA, 0).String())
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
+	srv := openEngine(t, e.nsA, engine.Config{ConnTimeout: 5 * time.Second, FPDUTimeout: 500 * time.Millisecond}, &afxdp.Config{Iface: e.devA})
+	cli := openEngine(t, e.nsB, engine.Config{ConnTimeout: 5 * time.Second}, nil)
+	ln := listenEngine(t, e.nsA, srv, engine.ListenConfig{})
 	addr := ln.Addr().String()
 	spd := srv.AllocPD()
 	sbuf := make([]byte, 4096)

@@ -4,7 +4,9 @@ package reliability
 
 import (
 	"bufio"
+	"cmp"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/netip"
 	"os"
@@ -12,9 +14,12 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"xrnic/bpf"
+	"xrnic/internal/engine"
 	"xrnic/internal/netnstest"
+	"xrnic/transport/afxdp"
 )
 
 // Root tests in network namespaces (wire_faults_test.go, restart_test.go,
@@ -158,4 +163,49 @@ func kernelTCP(t testing.TB, ns string) map[string]uint64 {
 		t.Fatal(err)
 	}
 	return m
+}
+
+// openEngine opens an engine device in namespace ns, configured by cfg;
+// with x set, over the afxdp transport x configures (MinRTO 20 ms and a
+// quiet logger unless x says otherwise). The device closes with the test.
+func openEngine(t testing.TB, ns string, cfg engine.Config, x *afxdp.Config) *engine.Device {
+	t.Helper()
+	var d *engine.Device
+	if err := netnstest.In(t, ns, func() error {
+		if x != nil {
+			xc := *x
+			xc.MinRTO = cmp.Or(xc.MinRTO, 20*time.Millisecond)
+			if xc.Logger == nil {
+				xc.Logger = slog.New(slog.DiscardHandler)
+			}
+			tr, err := afxdp.Open(xc)
+			if err != nil {
+				return err
+			}
+			cfg.Transport = tr
+		}
+		var err error
+		if d, err = engine.Open(cfg); err != nil && cfg.Transport != nil {
+			cfg.Transport.Close()
+		}
+		return err
+	}); err != nil {
+		t.Fatalf("open a device in %s: %v", ns, err)
+	}
+	t.Cleanup(func() { d.Close() })
+	return d
+}
+
+// listenEngine listens on host A's address (any port) in namespace ns.
+func listenEngine(t testing.TB, ns string, d *engine.Device, lc engine.ListenConfig) *engine.Listener {
+	t.Helper()
+	var ln *engine.Listener
+	if err := netnstest.In(t, ns, func() (err error) {
+		ln, err = d.ListenConfig("tcp", netip.AddrPortFrom(rlIPA, 0).String(), lc)
+		return err
+	}); err != nil {
+		t.Fatalf("listen in %s: %v", ns, err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	return ln
 }

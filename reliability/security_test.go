@@ -7,7 +7,6 @@ import (
 	"net"
 	"os"
 	"os/exec"
-	"os/user"
 	"strconv"
 	"strings"
 	"syscall"
@@ -215,15 +214,7 @@ func TestIntegrationDaemonGuessing(t *testing.T) {
 // root:root here) refuses a process of another user: xrnicctl run as
 // nobody cannot read status, and the daemon is unaffected. Root only.
 func TestIntegrationControlSocketOtherUser(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to run xrnicctl as another user (nobody)")
-	}
-	u, err := user.Lookup("nobody")
-	if err != nil {
-		t.Skipf("no user nobody: %v", err)
-	}
-	uid, _ := strconv.Atoi(u.Uid)
-	gid, _ := strconv.Atoi(u.Gid)
+	uid, gid := nobody(t, "run xrnicctl as another user (nobody)")
 	d := startDaemon(t, "--region", "x:4K:r")
 	// The directories on the way must be traversable by nobody, so that
 	// it is the socket's own permission (and the daemon's peer-credential

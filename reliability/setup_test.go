@@ -2,7 +2,6 @@ package reliability
 
 import (
 	"context"
-	"log/slog"
 	"net"
 	"net/netip"
 	"os"
@@ -32,30 +31,12 @@ func TestIntegrationSetupFlood(t *testing.T) {
 	}
 	for _, tr := range []string{"kernel", "afxdp"} {
 		t.Run(tr, func(t *testing.T) {
-			cfg := engine.Config{ConnTimeout: 10 * time.Second}
-			var srv *engine.Device
-			if err := netnstest.In(t, e.nsA, func() (err error) {
-				if tr == "afxdp" {
-					x, err := afxdp.Open(afxdp.Config{Iface: e.devA, MinRTO: 20 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)})
-					if err != nil {
-						return err
-					}
-					cfg.Transport = x
-				}
-				srv, err = engine.Open(cfg)
-				return err
-			}); err != nil {
-				t.Fatal(err)
+			var x *afxdp.Config
+			if tr == "afxdp" {
+				x = &afxdp.Config{Iface: e.devA}
 			}
-			defer srv.Close()
-			var ln *engine.Listener
-			if err := netnstest.In(t, e.nsA, func() (err error) {
-				ln, err = srv.ListenConfig("tcp", netip.AddrPortFrom(rlIPA, 0).String(), engine.ListenConfig{MaxSetup: 64, MaxSetupPerPeer: 16})
-				return err
-			}); err != nil {
-				t.Fatal(err)
-			}
-			defer ln.Close()
+			srv := openEngine(t, e.nsA, engine.Config{ConnTimeout: 10 * time.Second}, x)
+			ln := listenEngine(t, e.nsA, srv, engine.ListenConfig{MaxSetup: 64, MaxSetupPerPeer: 16})
 			addr := ln.Addr().String()
 			pd := srv.AllocPD()
 			word := make([]byte, 8)
@@ -81,7 +62,7 @@ func TestIntegrationSetupFlood(t *testing.T) {
 					}
 				}
 			}()
-			cli := openKernelIn(t, e.nsB)
+			cli := openEngine(t, e.nsB, engine.Config{ConnTimeout: 10 * time.Second}, nil)
 			connectTime := func() time.Duration {
 				t.Helper()
 				start := time.Now()
@@ -143,18 +124,4 @@ func TestIntegrationSetupFlood(t *testing.T) {
 				tr, silent, st.InSetup, st.Overflow, quiet.Round(time.Microsecond), during.Round(time.Microsecond))
 		})
 	}
-}
-
-// openKernelIn opens a kernel-transport engine device in namespace ns.
-func openKernelIn(t *testing.T, ns string) *engine.Device {
-	t.Helper()
-	var d *engine.Device
-	if err := netnstest.In(t, ns, func() (err error) {
-		d, err = engine.Open(engine.Config{ConnTimeout: 10 * time.Second})
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { d.Close() })
-	return d
 }

@@ -5,7 +5,6 @@ package reliability
 import (
 	"context"
 	"errors"
-	"log/slog"
 	"math/rand/v2"
 	"net"
 	"net/netip"
@@ -43,38 +42,10 @@ func TestIntegrationSYNFlood(t *testing.T) {
 	if long() {
 		minSYNs = 1_000_000
 	}
-	var tr *afxdp.Transport
-	var srv *engine.Device
-	if err := netnstest.In(t, e.nsA, func() (err error) {
-		tr, err = afxdp.Open(afxdp.Config{Iface: e.devA, MinRTO: 20 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)})
-		if err != nil {
-			return err
-		}
-		srv, err = engine.Open(engine.Config{Transport: tr, ConnTimeout: 10 * time.Second})
-		if err != nil {
-			tr.Close()
-		}
-		return err
-	}); err != nil {
-		t.Fatalf("open afxdp device: %v", err)
-	}
-	defer srv.Close()
-	var cli *engine.Device
-	if err := netnstest.In(t, e.nsB, func() (err error) {
-		cli, err = engine.Open(engine.Config{ConnTimeout: 30 * time.Second})
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
-	defer cli.Close()
-	var ln *engine.Listener
-	if err := netnstest.In(t, e.nsA, func() (err error) {
-		ln, err = srv.Listen("tcp", netip.AddrPortFrom(rlIPA, 0).String())
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
+	srv := openEngine(t, e.nsA, engine.Config{ConnTimeout: 10 * time.Second}, &afxdp.Config{Iface: e.devA})
+	tr := xdpOf(srv)
+	cli := openEngine(t, e.nsB, engine.Config{ConnTimeout: 30 * time.Second}, nil)
+	ln := listenEngine(t, e.nsA, srv, engine.ListenConfig{})
 	addr := ln.Addr().String()
 	ap, err := netip.ParseAddrPort(addr)
 	if err != nil {

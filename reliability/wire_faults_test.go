@@ -7,7 +7,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"log/slog"
 	"net/netip"
 	"slices"
 	"strings"
@@ -235,27 +234,14 @@ func xdpOf(d *engine.Device) *afxdp.Transport { return d.Transport().(*afxdp.Tra
 func wfOpen(t *testing.T, e *wireEnv, tr string) (a, b *engine.Device) {
 	t.Helper()
 	open := func(ns, dev string) *engine.Device {
-		var d *engine.Device
-		cfg := engine.Config{ConnTimeout: 10 * time.Second}
-		if err := netnstest.In(t, ns, func() (err error) {
-			if tr == trAFXDP {
-				// Native XDP: generic XDP skips skbs a tc program
-				// redirected (skb_is_redirected in
-				// netif_receive_generic_xdp), which is every frame
-				// from the wire; veth's native XDP runs on them.
-				x, err := afxdp.Open(afxdp.Config{Iface: dev, Mode: "native", MinRTO: 20 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)})
-				if err != nil {
-					return err
-				}
-				cfg.Transport = x
-			}
-			d, err = engine.Open(cfg)
-			return err
-		}); err != nil {
-			t.Fatalf("open %s device on %s: %v", tr, dev, err)
+		var x *afxdp.Config
+		if tr == trAFXDP {
+			// Native XDP: generic XDP skips skbs a tc program redirected
+			// (skb_is_redirected in netif_receive_generic_xdp), which is
+			// every frame from the wire; veth's native XDP runs on them.
+			x = &afxdp.Config{Iface: dev, Mode: "native"}
 		}
-		t.Cleanup(func() { d.Close() })
-		return d
+		return openEngine(t, ns, engine.Config{ConnTimeout: 10 * time.Second}, x)
 	}
 	return open(e.nsA, e.devA), open(e.nsB, e.devB)
 }
