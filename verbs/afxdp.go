@@ -40,7 +40,7 @@ func openAFXDP(cfg DeviceConfig) (provider, error) {
 		return nil, fmt.Errorf("%w: %q (`ip link` lists the interfaces; the device is opened in the network namespace of the thread calling Open): %v",
 			ErrNoInterface, x.Iface, err)
 	}
-	ac := afxdp.Config{Iface: x.Iface, Queues: x.Queues, Mode: x.Mode, MTU: x.MTU, Logger: x.Logger}
+	ac := afxdp.Config{Iface: x.Iface, Queues: x.Queues, Mode: x.Mode, MTU: x.MTU, Logger: x.Logger, LockDir: x.LockDir}
 	if x.Addr.IsValid() {
 		ac.Addr = x.Addr.Unmap()
 	}
@@ -76,7 +76,7 @@ func classifyXDPError(x XDPConfig, err error) error {
 	case errors.Is(err, afxdp.ErrQueues):
 		return fmt.Errorf("%w: XDPConfig.Queues: %v", ErrBadAttr, err)
 	case errors.Is(err, unix.EPERM) || errors.Is(err, unix.EACCES):
-		return fmt.Errorf("%w: %v (run as root, or grant CAP_NET_ADMIN, CAP_BPF, CAP_NET_RAW and CAP_IPC_LOCK)", ErrPrivileges, err)
+		return fmt.Errorf("%w: %v (run as root, or grant CAP_NET_ADMIN, CAP_BPF, CAP_PERFMON, CAP_NET_RAW and CAP_IPC_LOCK)", ErrPrivileges, err)
 	case errors.Is(err, afxdp.ErrOtherProgram):
 		return fmt.Errorf("%w: %v", ErrXDPAttach, err)
 	case op != nil && op.Op == afxdp.OpAttach:

@@ -49,7 +49,7 @@ type DeviceConfig struct {
 	// Transport is the lower layer: "kernel" (default: kernel TCP sockets,
 	// no privileges needed) or "afxdp" (kernel bypass: the user-space TCP
 	// over AF_XDP sockets on XDP.Iface, with an XDP program steering our
-	// flows to them; needs root, or CAP_NET_ADMIN, CAP_BPF and CAP_NET_RAW,
+	// flows to them; needs root, or CAP_NET_ADMIN, CAP_BPF, CAP_PERFMON and CAP_NET_RAW,
 	// plus CAP_IPC_LOCK or a high RLIMIT_MEMLOCK).
 	Transport string
 	// XDP configures the "afxdp" transport (ignored by "kernel").
@@ -107,6 +107,9 @@ type XDPConfig struct {
 	// Logger receives the transport's control-path events: the attach
 	// mode chosen, a stale attachment replaced (nil: slog.Default()).
 	Logger *slog.Logger
+	// LockDir holds the per-interface owner locks (default /run/xrnic):
+	// every xrnic process that may use the interface must use the same.
+	LockDir string
 }
 
 // XDPAttributes describe the afxdp transport of an open device.

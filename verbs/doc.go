@@ -90,7 +90,7 @@
 // in the process over kernel TCP sockets (transport/kernel), unprivileged.
 // "afxdp" runs the same engine over the user-space TCP on AF_XDP sockets of
 // DeviceConfig.XDP.Iface, with an XDP program steering our flows there
-// (kernel bypass; root, or CAP_NET_ADMIN, CAP_BPF and CAP_NET_RAW plus
+// (kernel bypass; root, or CAP_NET_ADMIN, CAP_BPF, CAP_PERFMON and CAP_NET_RAW plus
 // CAP_IPC_LOCK or a high RLIMIT_MEMLOCK). Open reports what stands in the
 // way with ErrPrivileges, ErrNoInterface or ErrXDPAttach and says what to
 // do; Attributes.LLP and Attributes.XDP say what was set up. Both

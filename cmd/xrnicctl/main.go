@@ -15,7 +15,7 @@
 // or 0x-hex (ADD may be negative: two's complement). -j prints JSON,
 // otherwise aligned text. Remote operations use the kernel transport by
 // default; --transport afxdp --iface IF runs them over AF_XDP and the
-// user-space TCP (root or CAP_NET_ADMIN, CAP_BPF, CAP_NET_RAW; the XDP
+// user-space TCP (root or CAP_NET_ADMIN, CAP_BPF, CAP_PERFMON, CAP_NET_RAW; the XDP
 // program is attached to IF for the command's lifetime). Errors exit 1 with the completion status and the Terminate in
 // words; usage errors exit 2.
 package main

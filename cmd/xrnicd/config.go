@@ -72,6 +72,7 @@ type config struct {
 	LogFormat      string
 	ConnTimeout    time.Duration
 	FPDUTimeout    time.Duration
+	LockDir        string
 	RequestTimeout time.Duration
 	ShutdownTimout time.Duration
 	// Bounds of the metrics HTTP server and of the control socket.
@@ -102,6 +103,7 @@ func newFlagSet(c *config, out io.Writer) *flag.FlagSet {
 	fs.StringVar(&c.Transport, "transport", "", "`kernel|afxdp` (default: afxdp when --iface is given and the host allows it, else kernel; the choice is logged)")
 	fs.StringVar(&c.Iface, "iface", "", "network `interface` for the afxdp transport (its IPv4 address is the one served; also selects afxdp by default)")
 	fs.StringVar(&c.XDPMode, "xdp-mode", "auto", "afxdp: XDP attach `mode`: auto (native, generic where the driver refuses and on veth), native or generic")
+	fs.StringVar(&c.LockDir, "lock-dir", "/run/xrnic", "afxdp: `directory` of the per-interface owner locks (one xrnic process per interface; systemd's RuntimeDirectory=xrnic)")
 	fs.IntVar(&c.Queues, "queues", 1, "afxdp: receive `queues` served, 0..N-1 (one AF_XDP socket and poll loop each)")
 	fs.StringVar(&c.Listen, "listen", DefaultListen, "MPA listen `HOST:PORT` (7306: no IANA port exists for iWARP MPA; 7306 recalls RFC 7306)")
 	fs.StringVar(&c.Metrics, "metrics", DefaultMetrics, "HTTP `HOST:PORT` for /metrics, /healthz, /readyz (\"off\" disables)")

@@ -48,7 +48,7 @@ func chooseTransport(c *config) (transport, reason string, auto bool, err error)
 		if err := afxdpAllowed(c); err != nil {
 			return "kernel", "--iface " + c.Iface + " given but this process may not use afxdp: " + err.Error(), false, nil
 		}
-		return "afxdp", "--iface " + c.Iface + " given and the process has the privileges (root or CAP_NET_ADMIN, CAP_BPF, CAP_NET_RAW)", true, nil
+		return "afxdp", "--iface " + c.Iface + " given and the process has the privileges (root or CAP_NET_ADMIN, CAP_BPF, CAP_PERFMON, CAP_NET_RAW)", true, nil
 	}
 	return "", "", false, fmt.Errorf("--transport %q: want kernel or afxdp", c.Transport)
 }
@@ -63,7 +63,7 @@ func afxdpAllowed(c *config) error {
 }
 
 func xdpConfig(c *config, log *slog.Logger) verbs.XDPConfig {
-	return verbs.XDPConfig{Iface: c.Iface, Queues: c.Queues, Mode: c.XDPMode, Logger: log}
+	return verbs.XDPConfig{Iface: c.Iface, Queues: c.Queues, Mode: c.XDPMode, Logger: log, LockDir: c.LockDir}
 }
 
 type region struct {

@@ -18,7 +18,7 @@
 //
 // Transports: kernel (kernel TCP sockets, no privileges) and afxdp (kernel
 // bypass on --iface: an XDP program steers our flows to AF_XDP sockets
-// served by the user-space TCP; root, or CAP_NET_ADMIN, CAP_BPF, CAP_NET_RAW
+// served by the user-space TCP; root, or CAP_NET_ADMIN, CAP_BPF, CAP_PERFMON, CAP_NET_RAW
 // and CAP_IPC_LOCK). Without --transport, --iface selects afxdp when the
 // process has the privileges, else kernel; the choice and the reason are
 // logged, and an afxdp chosen that way falls back to kernel (with a

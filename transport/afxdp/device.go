@@ -111,7 +111,9 @@ func onThread(ns int, f func() error) error {
 	ch := make(chan error, 1)
 	go func() {
 		runtime.LockOSThread() // never unlocked
-		if ns >= 0 {
+		if ns >= 0 && !inNetns(ns) {
+			// setns needs CAP_SYS_ADMIN: only when the thread is elsewhere
+			// (the documented capability set has no CAP_SYS_ADMIN).
 			if err := unix.Setns(ns, unix.CLONE_NEWNET); err != nil {
 				ch <- err
 				return
@@ -395,4 +397,14 @@ func (x *Transport) teardown() error {
 	// Last: the next owner finds the interface as we left it.
 	x.lock.release()
 	return errors.Join(errs...)
+}
+
+// inNetns reports whether the calling thread is already in the network
+// namespace ns (an fd of one): the same device and inode.
+func inNetns(ns int) bool {
+	var want, have unix.Stat_t
+	if unix.Fstat(ns, &want) != nil || unix.Stat("/proc/thread-self/ns/net", &have) != nil {
+		return false
+	}
+	return want.Dev == have.Dev && want.Ino == have.Ino
 }

@@ -17,17 +17,20 @@ const (
 	capNetRaw   = 13
 	capIPCLock  = 14
 	capSysAdmin = 21
+	capPerfmon  = 38
 	capBPF      = 39
 )
 
 // ErrPrivileges is wrapped by Privileges when the process may not
 // use the afxdp transport.
-var ErrPrivileges = errors.New("afxdp: the afxdp transport needs root or CAP_NET_ADMIN, CAP_BPF and CAP_NET_RAW")
+var ErrPrivileges = errors.New("afxdp: the afxdp transport needs root or CAP_NET_ADMIN, CAP_BPF, CAP_PERFMON and CAP_NET_RAW")
 
 // Privileges reports whether this process may use the afxdp transport:
 // nil for root (effective UID 0 with its capabilities) or a process that
 // holds CAP_NET_ADMIN (attach XDP), CAP_BPF (load the program; CAP_SYS_ADMIN
-// also does) and CAP_NET_RAW (AF_XDP sockets) in its effective set.
+// also does), CAP_PERFMON (without it the verifier refuses the program's
+// pointer arithmetic to a process that is not root) and CAP_NET_RAW
+// (AF_XDP sockets) in its effective set.
 // Otherwise the error names what is missing and how to grant it.
 func Privileges() error {
 	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
@@ -43,6 +46,9 @@ func Privileges() error {
 	if !has(capBPF) && !has(capSysAdmin) {
 		missing = append(missing, "CAP_BPF")
 	}
+	if !has(capPerfmon) && !has(capSysAdmin) {
+		missing = append(missing, "CAP_PERFMON")
+	}
 	if !has(capNetRaw) {
 		missing = append(missing, "CAP_NET_RAW")
 	}
@@ -53,7 +59,7 @@ func Privileges() error {
 	if os.Geteuid() != 0 {
 		who = "this process (not root)"
 	}
-	return fmt.Errorf("%w: %s lacks %v: run as root, or grant them (systemd: AmbientCapabilities=CAP_NET_ADMIN CAP_BPF CAP_NET_RAW CAP_IPC_LOCK; a binary: setcap cap_net_admin,cap_bpf,cap_net_raw,cap_ipc_lock+ep PATH), or use the kernel transport, which needs none",
+	return fmt.Errorf("%w: %s lacks %v: run as root, or grant them (systemd: AmbientCapabilities=CAP_NET_ADMIN CAP_BPF CAP_PERFMON CAP_NET_RAW CAP_IPC_LOCK; a binary: setcap cap_net_admin,cap_bpf,cap_perfmon,cap_net_raw,cap_ipc_lock+ep PATH), or use the kernel transport, which needs none",
 		ErrPrivileges, who, missing)
 }
 
