@@ -399,3 +399,25 @@ func TestTCPWithoutRTT(t *testing.T) {
 type noRTT struct{}
 
 func (noRTT) TCPStats() TCPStats { return TCPStats{SegmentsIn: 1, SegmentsOut: 2} }
+
+// TestSocketDirectoryRemoved: the directories ListenSocket creates for the
+// socket are removed again when it closes (and a directory that existed
+// stays).
+func TestSocketDirectoryRemoved(t *testing.T) {
+	base := t.TempDir()
+	path := filepath.Join(base, "a", "b", "xrnicd.sock")
+	s, err := ListenSocket(path, -1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(base, "a", "b")); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	if _, err := os.Stat(filepath.Join(base, "a")); !os.IsNotExist(err) {
+		t.Fatalf("directory left behind: %v", err)
+	}
+	if _, err := os.Stat(base); err != nil {
+		t.Fatalf("the existing directory went too: %v", err)
+	}
+}

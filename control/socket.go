@@ -94,18 +94,52 @@ type SocketServer struct {
 	path string
 	ln   *net.UnixListener
 
+	made []string // directories ListenSocket created, deepest first
+
 	mu     sync.Mutex
 	srv    *http.Server
 	closed bool
 }
 
+// mkdirs creates dir and its missing parents and returns those it
+// created, deepest first, so that they can be removed again.
+func mkdirs(dir string) ([]string, error) {
+	var made []string
+	for d := dir; ; d = filepath.Dir(d) {
+		if _, err := os.Lstat(d); err == nil || d == filepath.Dir(d) {
+			break
+		}
+		made = append(made, d)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		removeDirs(made)
+		return nil, err
+	}
+	return made, nil
+}
+
+// removeDirs removes the directories (deepest first) while they are empty.
+func removeDirs(dirs []string) {
+	for _, d := range dirs {
+		if os.Remove(d) != nil {
+			return
+		}
+	}
+}
+
 // ListenSocket creates the control socket at path with mode 0660 and group
 // gid (-1 keeps the process's group), removing a stale socket file left by
 // a crashed daemon. It fails if another daemon answers on path.
-func ListenSocket(path string, gid int) (*SocketServer, error) {
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+func ListenSocket(path string, gid int) (s *SocketServer, err error) {
+	made, err := mkdirs(filepath.Dir(path))
+	if err != nil {
 		return nil, fmt.Errorf("control socket: %w (choose another --socket or create the directory)", err)
 	}
+	defer func() {
+		if err != nil {
+			removeDirs(made) // a failed start leaves nothing behind
+		}
+	}()
 	if _, err := os.Lstat(path); err == nil {
 		if c, err := net.DialTimeout("unix", path, time.Second); err == nil {
 			c.Close()
@@ -132,7 +166,7 @@ func ListenSocket(path string, gid int) (*SocketServer, error) {
 			return nil, fmt.Errorf("control socket: chown group %d: %w", gid, err)
 		}
 	}
-	return &SocketServer{path: path, ln: ln}, nil
+	return &SocketServer{path: path, ln: ln, made: made}, nil
 }
 
 // Path returns the socket path.
@@ -251,8 +285,10 @@ func (s *SocketServer) Close() error {
 		srv.Shutdown(ctx)
 	}
 	s.ln.Close()
-	if _, err := os.Lstat(s.path); err == nil {
-		return os.Remove(s.path)
+	var err error
+	if _, lerr := os.Lstat(s.path); lerr == nil {
+		err = os.Remove(s.path)
 	}
-	return nil
+	removeDirs(s.made) // the directories it created for the socket, when empty
+	return err
 }
