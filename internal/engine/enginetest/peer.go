@@ -92,20 +92,7 @@ func Handshake(c net.Conn, o Options) (*Peer, error) {
 	if _, err := c.Write(buf[:n]); err != nil {
 		return nil, err
 	}
-	hdr := make([]byte, mpa.FrameHeaderLen)
-	if _, err := io.ReadFull(c, hdr); err != nil {
-		return nil, err
-	}
-	rem, err := mpa.FrameRemaining(hdr, mpa.Reply)
-	if err != nil {
-		return nil, err
-	}
-	f := make([]byte, mpa.FrameHeaderLen+rem)
-	copy(f, hdr)
-	if _, err := io.ReadFull(c, f[mpa.FrameHeaderLen:]); err != nil {
-		return nil, err
-	}
-	reply, err := mpa.ParseFrame(f, mpa.Reply)
+	reply, err := readFrame(c, mpa.Reply)
 	if err != nil {
 		return nil, err
 	}
@@ -125,20 +112,7 @@ func Handshake(c net.Conn, o Options) (*Peer, error) {
 func Respond(c net.Conn, o Options) (*Peer, error) {
 	c.SetDeadline(time.Now().Add(5 * time.Second))
 	defer c.SetDeadline(time.Time{})
-	hdr := make([]byte, mpa.FrameHeaderLen)
-	if _, err := io.ReadFull(c, hdr); err != nil {
-		return nil, err
-	}
-	rem, err := mpa.FrameRemaining(hdr, mpa.Request)
-	if err != nil {
-		return nil, err
-	}
-	f := make([]byte, mpa.FrameHeaderLen+rem)
-	copy(f, hdr)
-	if _, err := io.ReadFull(c, f[mpa.FrameHeaderLen:]); err != nil {
-		return nil, err
-	}
-	req, err := mpa.ParseFrame(f, mpa.Request)
+	req, err := readFrame(c, mpa.Request)
 	if err != nil {
 		return nil, err
 	}
@@ -162,6 +136,25 @@ func Respond(c net.Conn, o Options) (*Peer, error) {
 	p.Framer = mpa.NewFramer(mpa.FramerConfig{CRC: p.CRC})
 	p.Deframer = mpa.NewDeframer(mpa.DeframerConfig{CRC: p.CRC})
 	return p, nil
+}
+
+// readFrame reads one MPA Request or Reply exactly: the header, then
+// PD_Length bytes.
+func readFrame(c net.Conn, kind mpa.Kind) (mpa.Frame, error) {
+	hdr := make([]byte, mpa.FrameHeaderLen)
+	if _, err := io.ReadFull(c, hdr); err != nil {
+		return nil, err
+	}
+	rem, err := mpa.FrameRemaining(hdr, kind)
+	if err != nil {
+		return nil, err
+	}
+	f := make([]byte, mpa.FrameHeaderLen+rem)
+	copy(f, hdr)
+	if _, err := io.ReadFull(c, f[mpa.FrameHeaderLen:]); err != nil {
+		return nil, err
+	}
+	return mpa.ParseFrame(f, kind)
 }
 
 // FPDU frames ulpdu as the next FPDU and returns the wire bytes (to send
