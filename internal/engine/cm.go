@@ -3,9 +3,12 @@ package engine
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/netip"
+	"os"
+	"syscall"
 	"time"
 
 	"xrnic/mem"
@@ -20,6 +23,11 @@ var (
 	ErrRejected = errors.New("engine: connection rejected by the peer")
 	// ErrRevMismatch: the Reply's revision is not the Request's.
 	ErrRevMismatch = errors.New("engine: MPA Reply revision differs from the Request's")
+	// ErrNoMPAReply: the peer sent no MPA Reply to our Request: it closed
+	// the connection, sent bytes that do not start with the Reply key, or
+	// nothing within the setup step's timeout. Most likely the port is
+	// not an iWARP endpoint (RFC 5044 §7.1.2).
+	ErrNoMPAReply = errors.New("engine: no MPA reply")
 )
 
 // ConnParams are the parameters of one side of an MPA connection setup
@@ -152,6 +160,20 @@ func readFrame(llp LLP, kind mpa.Kind) (mpa.Frame, error) {
 	return mpa.ParseFrame(buf, kind)
 }
 
+// noMPAReply tells whether err, reading the Reply, means the peer does not
+// answer MPA at all: it closed, sent another protocol's bytes, or was
+// silent until the step's deadline (not a cancelled ctx).
+func noMPAReply(err error, ctx context.Context) bool {
+	switch {
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, syscall.ECONNRESET),
+		errors.Is(err, mpa.ErrBadKey), errors.Is(err, mpa.ErrUnexpectedKey):
+		return true
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		return !errors.Is(ctx.Err(), context.Canceled)
+	}
+	return false
+}
+
 func (qp *QP) begin() error {
 	qp.mu.Lock()
 	defer qp.mu.Unlock()
@@ -245,6 +267,9 @@ func (qp *QP) connect(ctx context.Context, llp LLP, p ConnParams) error {
 	}
 	if _, err := llp.Write(buf[:n]); err != nil {
 		done()
+		if errors.Is(err, syscall.EPIPE) || errors.Is(err, syscall.ECONNRESET) {
+			err = fmt.Errorf("%w: %w", ErrNoMPAReply, err) // closed on us before the Request was out
+		}
 		return qp.failConnect(llp, &ConnError{"send request", err})
 	}
 	reply, err := readFrame(llp, mpa.Reply)
@@ -252,6 +277,9 @@ func (qp *QP) connect(ctx context.Context, llp LLP, p ConnParams) error {
 		err = cerr
 	}
 	if err != nil {
+		if noMPAReply(err, ctx) {
+			err = fmt.Errorf("%w: %w", ErrNoMPAReply, err)
+		}
 		return qp.failConnect(llp, &ConnError{"read reply", err})
 	}
 	if reply.Rev() != rev {

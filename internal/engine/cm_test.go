@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -125,5 +126,58 @@ func TestNoMatchingRTR(t *testing.T) {
 	}
 	if pt := s.qp.PeerTerminate(); pt != term.MPANoMatchingRTR {
 		t.Fatalf("responder got %v", pt)
+	}
+}
+
+// TestNoMPAReply: a peer that is not an iWARP endpoint (it closes at once,
+// answers in another protocol, or says nothing) fails Connect with
+// ErrNoMPAReply, within the setup step's timeout; an MPA peer's bad Reply
+// does not.
+func TestNoMPAReply(t *testing.T) {
+	closing := func(t *testing.T) string {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { ln.Close() })
+		go func() {
+			for {
+				c, err := ln.Accept()
+				if err != nil {
+					return
+				}
+				c.Close()
+			}
+		}()
+		return ln.Addr().String()
+	}
+	cases := []struct {
+		name string
+		addr func(t *testing.T) string
+		want bool
+	}{
+		{"peer closes", closing, true},
+		{"http answer", func(t *testing.T) string { return fakeResponder(t, []byte("HTTP/1.1 400 Bad Request\r\n\r\n")) }, true},
+		{"silent", func(t *testing.T) string { return fakeResponder(t, nil) }, true},
+		{"rev mismatch", func(t *testing.T) string { return fakeResponder(t, []byte("MPA ID Rep Frame\x40\x01\x00\x00")) }, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c := newSide(t, 4096, QPAttr{})
+			start := time.Now()
+			err := c.qp.Connect(context.Background(), tc.addr(t), ConnParams{Timeout: 300 * time.Millisecond})
+			if err == nil {
+				t.Fatal("connected")
+			}
+			if got := errors.Is(err, ErrNoMPAReply); got != tc.want {
+				t.Fatalf("errors.Is(%v, ErrNoMPAReply) = %v, want %v", err, got, tc.want)
+			}
+			if tc.want && !strings.Contains(err.Error(), "no MPA reply") {
+				t.Fatalf("err %q does not say %q", err, "no MPA reply")
+			}
+			if time.Since(start) > 3*time.Second {
+				t.Fatal("the setup timeout was not honoured")
+			}
+		})
 	}
 }
