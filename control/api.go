@@ -207,7 +207,8 @@ func APIHandler(s *State) http.Handler {
 
 // Client talks to the control socket.
 type Client struct {
-	hc *http.Client
+	hc   *http.Client
+	path string
 }
 
 // NewClient returns a client of the control socket at path.
@@ -219,15 +220,20 @@ func NewClient(path string) *Client {
 		},
 		DisableKeepAlives: true,
 	}
-	return &Client{hc: &http.Client{Transport: tr, Timeout: 10 * time.Second}}
+	return &Client{hc: &http.Client{Transport: tr, Timeout: 10 * time.Second}, path: path}
 }
 
 // errClosedEarly is how a refused user usually learns it.
-var errClosedEarly = errors.New("control: the daemon closed the connection without answering: it refuses this user (run as root, as the daemon's user, or as a member of the socket's group), or it is stopping")
+var errClosedEarly = errors.New("control: the daemon closed the connection without answering: it refuses this user (run as root, as the daemon's user, or as a member of the socket's group: xrnicd --socket-group), or it is stopping")
 
 // ErrDenied is returned when the daemon refused the caller's credentials
 // with a 403.
-var ErrDenied = errors.New("control: the daemon refused this user (run as root, as the daemon's user, or as a member of the socket's group)")
+var ErrDenied = errors.New("control: the daemon refused this user (run as root, as the daemon's user, or as a member of the socket's group: xrnicd --socket-group)")
+
+// ErrPermission is wrapped by the error of a connection to the socket
+// that the file permissions refused (EACCES): the socket is mode 0660,
+// owned by the daemon's user and its --socket-group.
+var ErrPermission = errors.New("permission denied")
 
 // Get fetches path into v.
 func (c *Client) Get(ctx context.Context, path string, v any) error {
@@ -236,6 +242,9 @@ func (c *Client) Get(ctx context.Context, path string, v any) error {
 		return err
 	}
 	resp, err := c.hc.Do(req)
+	if err != nil && errors.Is(err, syscall.EACCES) {
+		return fmt.Errorf("%w on %s: run as root or as a member of the socket's group (xrnicd --socket-group): %w", ErrPermission, c.path, err)
+	}
 	if err != nil {
 		// net/http reports a connection closed before the request was
 		// written by an unexported error; it is matched by its text.
@@ -243,7 +252,7 @@ func (c *Client) Get(ctx context.Context, path string, v any) error {
 			strings.Contains(err.Error(), "server closed idle connection") {
 			// The daemon closes a refused peer at accept; a request
 			// written after that fails before the 403 is read.
-			return fmt.Errorf("%w: %w", errClosedEarly, err)
+			return fmt.Errorf("%w (socket %s): %w", errClosedEarly, c.path, err)
 		}
 		return err
 	}
