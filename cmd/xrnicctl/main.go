@@ -11,13 +11,15 @@
 //	xrnicctl send PEER TEXT
 //	xrnicctl imm PEER VALUE [--write STAG TO HEXDATA]
 //
-// PEER is HOST:PORT (xrnicd listens on 7306 by default). Numbers are decimal
+// PEER is HOST or HOST:PORT (the port defaults to 7306, xrnicd's default). Numbers are decimal
 // or 0x-hex (ADD may be negative: two's complement). -j prints JSON,
 // otherwise aligned text. Remote operations use the kernel transport by
 // default; --transport afxdp --iface IF runs them over AF_XDP and the
 // user-space TCP (root or CAP_NET_ADMIN, CAP_BPF, CAP_PERFMON, CAP_NET_RAW; the XDP
 // program is attached to IF for the command's lifetime). Errors exit 1 with the completion status and the Terminate in
-// words; usage errors exit 2.
+// words; usage errors exit 2, printed last. A peer that does not answer the
+// MPA Request within --mpa-timeout (3 s) is reported as "no MPA reply: not
+// an iWARP endpoint?".
 package main
 
 import (
@@ -50,7 +52,8 @@ const usage = `usage:
   xrnicctl [options] write PEER STAG TO HEXDATA
   xrnicctl [options] send PEER TEXT
   xrnicctl [options] imm PEER VALUE [--write STAG TO HEXDATA]
-PEER is HOST:PORT; numbers are decimal or 0x-hex. Options may appear anywhere:
+PEER is HOST or HOST:PORT (port 7306, xrnicd's default, when left out);
+numbers are decimal or 0x-hex. Options may appear anywhere:
 `
 
 type usageError struct{ msg string }
@@ -74,13 +77,14 @@ type cli struct {
 func newFlags(c *cli, out io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet("xrnicctl", flag.ContinueOnError)
 	fs.SetOutput(out)
-	fs.Usage = func() { fmt.Fprint(out, usage); fs.PrintDefaults() }
+	fs.Usage = func() { fmt.Fprint(fs.Output(), usage); fs.PrintDefaults() }
 	fs.StringVar(&c.socket, "socket", defaultSocket, "xrnicd control socket `path`")
 	fs.BoolVar(&c.json, "j", false, "print JSON")
 	fs.BoolVar(&c.json, "json", false, "print JSON (same as -j)")
 	fs.StringVar(&c.conn.Transport, "transport", "kernel", "remote operations: `kernel|afxdp`")
 	fs.StringVar(&c.conn.Iface, "iface", "", "`interface` of the afxdp transport")
 	fs.DurationVar(&c.conn.Timeout, "timeout", 10*time.Second, "bound of the whole operation")
+	fs.DurationVar(&c.conn.MPATimeout, "mpa-timeout", 3*time.Second, "how long to wait for the peer's MPA Reply (a port that is not iWARP never sends one)")
 	fs.IntVar(&c.conn.MPARev, "mpa-rev", 2, "MPA `revision` to request: 2 (RFC 6581) or 1 (RFC 5044)")
 	fs.BoolVar(&c.conn.NoCRC, "no-crc", false, "ask the peer not to use MPA CRCs")
 	fs.BoolVar(&c.conn.PeerToPeer, "p2p", false, "RFC 6581 peer-to-peer mode (the initiator sends a ready-to-receive first)")
@@ -95,6 +99,9 @@ func newFlags(c *cli, out io.Writer) *flag.FlagSet {
 func parse(args []string, out io.Writer) (*cli, []string, error) {
 	c := &cli{out: os.Stdout}
 	fs := newFlags(c, out)
+	// The flag package prints the usage before its error; run prints
+	// the error last instead, and -h prints the usage here.
+	fs.SetOutput(io.Discard)
 	var pos []string
 	for len(args) > 0 {
 		a := args[0]
@@ -111,6 +118,8 @@ func parse(args []string, out io.Writer) (*cli, []string, error) {
 		case len(a) > 1 && a[0] == '-' && !(a[1] >= '0' && a[1] <= '9'):
 			if err := fs.Parse(args); err != nil {
 				if errors.Is(err, flag.ErrHelp) {
+					fs.SetOutput(out)
+					fs.Usage()
 					return nil, nil, err
 				}
 				return nil, nil, usageError{err.Error()}
@@ -124,6 +133,17 @@ func parse(args []string, out io.Writer) (*cli, []string, error) {
 			pos = append(pos, a)
 			args = args[1:]
 		}
+	}
+	switch c.conn.Transport {
+	case "", "kernel", "afxdp":
+	default:
+		return nil, nil, usagef("--transport %q: want kernel or afxdp", c.conn.Transport)
+	}
+	if c.conn.MPARev != 1 && c.conn.MPARev != 2 {
+		return nil, nil, usagef("--mpa-rev %d: want 2 (RFC 6581) or 1 (RFC 5044)", c.conn.MPARev)
+	}
+	if c.conn.MPATimeout <= 0 {
+		return nil, nil, usagef("--mpa-timeout %v: want a positive duration such as 3s", c.conn.MPATimeout)
 	}
 	return c, pos, nil
 }
@@ -165,10 +185,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		var ue usageError
 		if errors.As(err, &ue) {
-			// The usage with the options, then the error last, where it
-			// is seen.
-			newFlags(&cli{}, stderr).Usage()
+			// The commands, then the error last, where it is seen; the
+			// options are one --help away.
+			fmt.Fprint(stderr, strings.TrimSuffix(usage, " Options may appear anywhere:\n")+"\n")
 			fmt.Fprintln(stderr, "xrnicctl:", err)
+			fmt.Fprintln(stderr, "run xrnicctl --help for the options")
 			return 2
 		}
 		fmt.Fprintln(stderr, "xrnicctl:", err)
@@ -256,7 +277,7 @@ func (c *cli) get(path string, v any) error {
 	ctx, cancel := context.WithTimeout(context.Background(), c.conn.Timeout)
 	defer cancel()
 	err := control.NewClient(c.socket).Get(ctx, path, v)
-	if err != nil && !errors.Is(err, control.ErrDenied) {
+	if err != nil && !errors.Is(err, control.ErrDenied) && !errors.Is(err, control.ErrPermission) {
 		var pe *os.PathError
 		if errors.As(err, &pe) || strings.Contains(err.Error(), "connect:") {
 			return fmt.Errorf("cannot reach xrnicd at %s (is it running? use --socket PATH): %w", c.socket, err)
@@ -363,7 +384,7 @@ func (c *cli) stats() error {
 func (c *cli) withSession(peer string, bufLen int, f func(ctx context.Context, s *session) error) error {
 	ctx, cancel := context.WithTimeout(context.Background(), c.conn.Timeout)
 	defer cancel()
-	s, err := dial(ctx, peer, bufLen, c.conn)
+	s, err := dial(ctx, peerAddr(peer), bufLen, c.conn)
 	if err != nil {
 		return err
 	}
@@ -479,6 +500,13 @@ func (c *cli) atomic(cmd string, args []string) error {
 	return c.withSession(args[0], 8, func(ctx context.Context, s *session) error {
 		wr.SGL = s.sge(0, 8)
 		comp, err := s.do(ctx, wr)
+		var oe *opError
+		if errors.As(err, &oe) && oe.Term != nil && oe.Term.Is(term.RDMAPCatastrophicStream) {
+			// The Terminate RFC 7306 §8.2 prescribes for an atomic whose
+			// target is not 8-byte aligned: only the peer knows the
+			// address TO resolves to, we know the TO we sent.
+			return fmt.Errorf("%s: TO must be 8-byte aligned: the peer refused TO 0x%x (it resolves to an address that is not; RFC 7306 §8.2): %w", cmd, to, err)
+		}
 		if err != nil {
 			return fmt.Errorf("%s: %w", cmd, err)
 		}

@@ -3,6 +3,7 @@ package main
 import (
 	"io"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -47,5 +48,44 @@ func TestParseInterleaved(t *testing.T) {
 	}
 	if code := run([]string{"--transport", "afxdp", "--iface", "lo", "probe", "127.0.0.1:1"}, io.Discard, io.Discard); code != 1 {
 		t.Fatalf("afxdp exit %d", code)
+	}
+}
+
+// TestPeerAddr: PEER may leave out the port; it is xrnicd's default 7306.
+func TestPeerAddr(t *testing.T) {
+	for in, want := range map[string]string{
+		"10.0.0.1": "10.0.0.1:7306", "10.0.0.1:9": "10.0.0.1:9", "host": "host:7306", "host:7000": "host:7000",
+		"::1": "[::1]:7306", "[::1]": "[::1]:7306", "[::1]:9": "[::1]:9", "fe80::1%eth0": "[fe80::1%eth0]:7306",
+	} {
+		if got := peerAddr(in); got != want {
+			t.Errorf("peerAddr(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+// TestUsageErrorLast: a usage error is the last thing printed, once, after
+// the commands but not the ~40 lines of options; enumerated options list
+// their values.
+func TestUsageErrorLast(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--bogus", "status"}, "xrnicctl: flag provided but not defined: -bogus"},
+		{[]string{"--transport", "dpdk", "probe", "h"}, `xrnicctl: --transport "dpdk": want kernel or afxdp`},
+		{[]string{"--mpa-rev", "3", "probe", "h"}, "xrnicctl: --mpa-rev 3: want 2 (RFC 6581) or 1 (RFC 5044)"},
+		{[]string{"fetchadd", "h"}, "xrnicctl: fetchadd: want PEER STAG TO ADD [--mask M]"},
+	} {
+		var stderr strings.Builder
+		code := run(c.args, io.Discard, &stderr)
+		lines := strings.Split(strings.TrimSuffix(stderr.String(), "\n"), "\n")
+		if code != 2 || len(lines) < 2 || lines[len(lines)-2] != c.want || lines[len(lines)-1] != "run xrnicctl --help for the options" ||
+			strings.Count(stderr.String(), c.want) != 1 || strings.Contains(stderr.String(), "-socket path") || len(lines) > 16 {
+			t.Errorf("xrnicctl %v: exit %d, stderr\n%s\nwant exit 2 ending in %q and the --help hint", c.args, code, stderr.String(), c.want)
+		}
+	}
+	var stderr strings.Builder
+	if code := run([]string{"--help"}, io.Discard, &stderr); code != 0 || !strings.Contains(stderr.String(), "-socket path") {
+		t.Errorf("--help: exit %d:\n%s", code, stderr.String())
 	}
 }

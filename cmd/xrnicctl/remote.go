@@ -5,6 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
+	"net/netip"
+	"strings"
 	"time"
 
 	"xrnic/verbs"
@@ -16,6 +19,7 @@ type connOpts struct {
 	Transport  string
 	Iface      string
 	Timeout    time.Duration
+	MPATimeout time.Duration // bound of the wait for the MPA Reply
 	MPARev     int
 	NoCRC      bool
 	PeerToPeer bool
@@ -46,6 +50,28 @@ func (e *opError) Error() string {
 		s += " (" + e.Err.Error() + ")"
 	}
 	return s
+}
+
+// DefaultPort is the port a PEER without one gets: xrnicd's default
+// --listen port.
+const DefaultPort = "7306"
+
+// peerAddr returns HOST:PORT for a PEER given as HOST, HOST:PORT, [V6] or
+// [V6]:PORT (a bare IPv6 address is a host, too).
+func peerAddr(peer string) string {
+	if _, _, err := net.SplitHostPort(peer); err == nil {
+		return peer
+	}
+	h := peer
+	if strings.HasPrefix(h, "[") && strings.HasSuffix(h, "]") {
+		h = h[1 : len(h)-1]
+	}
+	if strings.Contains(h, ":") {
+		if _, err := netip.ParseAddr(h); err != nil {
+			return peer // not an address: let the dial say so
+		}
+	}
+	return net.JoinHostPort(h, DefaultPort)
 }
 
 // dial opens a device with a local buffer of bufLen bytes and connects a QP
@@ -93,8 +119,15 @@ func dial(ctx context.Context, peer string, bufLen int, o connOpts) (*session, e
 	if s.mr, err = pd.RegMR(s.buf, verbs.AccessLocalWrite|verbs.AccessZeroBased); err != nil {
 		return fail(err)
 	}
-	p := verbs.ConnParam{MPARev: uint8(o.MPARev), NoCRC: o.NoCRC, PeerToPeer: o.PeerToPeer}
+	// An MPA responder answers the Request at once; a port that is not
+	// iWARP mostly never does, so the Reply is awaited briefly, not for
+	// the whole --timeout.
+	p := verbs.ConnParam{MPARev: uint8(o.MPARev), NoCRC: o.NoCRC, PeerToPeer: o.PeerToPeer, Timeout: min(o.MPATimeout, o.Timeout)}
 	if err := s.qp.Dial(ctx, peer, p); err != nil {
+		if errors.Is(err, verbs.ErrNoMPAReply) {
+			return fail(fmt.Errorf("connect to %s: no MPA reply: not an iWARP endpoint? (the port accepted TCP but did not answer the MPA Request within %v; an xrnicd listens on --listen, 7306 by default): %w",
+				peer, p.Timeout, err))
+		}
 		return fail(fmt.Errorf("connect to %s: %w", peer, err))
 	}
 	return s, nil
