@@ -162,7 +162,12 @@ func newFlagSet(c *config, out io.Writer) *flag.FlagSet {
 		c.Allow = append(c.Allow, p.Masked())
 		return nil
 	}}, "allow", "repeatable `CIDR` of peers allowed to connect (default: all, stated in the start-up log)")
-	fs.Var(listFlag{set: func(s string) error { return c.LogLevel.UnmarshalText([]byte(s)) }, str: func() string { return "info" }}, "log-level", "`level`: debug, info, warn, error")
+	fs.Var(listFlag{set: func(s string) error {
+		if c.LogLevel.UnmarshalText([]byte(s)) != nil {
+			return errors.New("want debug, info, warn or error")
+		}
+		return nil
+	}, str: func() string { return "info" }}, "log-level", "`level`: debug, info, warn, error")
 	fs.StringVar(&c.LogFormat, "log-format", "text", "`format`: text or json (log/slog)")
 	fs.DurationVar(&c.ConnTimeout, "conn-timeout", 10*time.Second, "bound of each connection setup step and of a QP's orderly close")
 	fs.DurationVar(&c.FPDUTimeout, "fpdu-timeout", 5*time.Second, "end a QP whose peer sent part of an FPDU and then nothing for this long (Terminate, flush); negative: never")
@@ -192,7 +197,16 @@ func defaultConfig() config {
 func parseArgs(args []string, out io.Writer) (config, error) {
 	c := defaultConfig()
 	fs := newFlagSet(&c, out)
+	// The flag package prints its error before some 50 lines of usage;
+	// run prints the error alone and points to --help, which prints
+	// the usage here.
+	fs.SetOutput(io.Discard)
 	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fs.SetOutput(out)
+			fmt.Fprintln(out, "usage: xrnicd [options] (see deploy/README.md); options:")
+			fs.PrintDefaults()
+		}
 		return c, err
 	}
 	if fs.NArg() > 0 {
@@ -323,22 +337,22 @@ func (c *config) validate() error {
 	switch c.Hugepages {
 	case "prefer", "require", "off":
 	default:
-		return errors.New("--hugepages: want prefer, require or off")
+		return fmt.Errorf("--hugepages %q: want prefer, require or off", c.Hugepages)
 	}
 	switch c.PageSize {
 	case "2M", "1G":
 	default:
-		return errors.New("--page-size: want 2M or 1G")
+		return fmt.Errorf("--page-size %q: want 2M or 1G", c.PageSize)
 	}
 	switch c.MPARev {
 	case "any", "1", "2":
 	default:
-		return errors.New("--mpa-rev: want any, 1 or 2")
+		return fmt.Errorf("--mpa-rev %q: want any, 1 or 2", c.MPARev)
 	}
 	switch c.XDPMode {
 	case "", "auto", "native", "generic":
 	default:
-		return errors.New("--xdp-mode: want auto, native or generic")
+		return fmt.Errorf("--xdp-mode %q: want auto, native or generic", c.XDPMode)
 	}
 	if c.Queues < 0 {
 		return errors.New("--queues: at least 1")
@@ -346,7 +360,12 @@ func (c *config) validate() error {
 	switch c.LogFormat {
 	case "text", "json":
 	default:
-		return errors.New("--log-format: want text or json")
+		return fmt.Errorf("--log-format %q: want text or json", c.LogFormat)
+	}
+	switch c.Transport {
+	case "", "kernel", "afxdp":
+	default:
+		return fmt.Errorf("--transport %q: want kernel or afxdp", c.Transport)
 	}
 	if c.MaxQPs <= 0 || c.MaxQPsPerPeer < 0 || c.MaxSetup <= 0 || c.MaxSetupPeer <= 0 || c.MaxORD < 0 || c.MaxIRD < 0 || c.SinkDepth <= 0 || c.RequiredORD < 0 {
 		return errors.New("limits must be positive (--max-qps, --max-setup, --max-setup-per-peer, --sink-depth) or non-negative (--max-ord, --max-ird, --required-ord)")

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/user"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -37,6 +38,9 @@ func chooseTransport(c *config) (transport, reason string, auto bool, err error)
 		if c.Iface == "" {
 			return "", "", false, errors.New("--transport afxdp needs --iface (the interface whose queues xrnicd takes over)")
 		}
+		if why := notEthernet(c.Iface); why != "" {
+			return "", "", false, fmt.Errorf("--transport afxdp --iface %s: %s", c.Iface, why)
+		}
 		if err := afxdpAllowed(c); err != nil {
 			return "", "", false, fmt.Errorf("--transport afxdp: %w", err)
 		}
@@ -45,12 +49,35 @@ func chooseTransport(c *config) (transport, reason string, auto bool, err error)
 		if c.Iface == "" {
 			return "kernel", "no --iface given", false, nil
 		}
+		if why := notEthernet(c.Iface); why != "" {
+			return "kernel", "--iface " + c.Iface + " given but " + why, false, nil
+		}
 		if err := afxdpAllowed(c); err != nil {
 			return "kernel", "--iface " + c.Iface + " given but this process may not use afxdp: " + err.Error(), false, nil
 		}
 		return "afxdp", "--iface " + c.Iface + " given and the process has the privileges (root or CAP_NET_ADMIN, CAP_BPF, CAP_PERFMON, CAP_NET_RAW)", true, nil
 	}
 	return "", "", false, fmt.Errorf("--transport %q: want kernel or afxdp", c.Transport)
+}
+
+// notEthernet says why iface cannot carry the afxdp transport when it is
+// not an Ethernet device (ARPHRD_ETHER in /sys/class/net/IF/type): the
+// user-space TCP sends Ethernet frames. "" when it is, or when unknown
+// (the afxdp device then decides).
+func notEthernet(iface string) string {
+	b, err := os.ReadFile("/sys/class/net/" + iface + "/type")
+	if err != nil {
+		return ""
+	}
+	typ := strings.TrimSpace(string(b))
+	if typ == "1" { // ARPHRD_ETHER
+		return ""
+	}
+	kind := "link type " + typ
+	if typ == "772" { // ARPHRD_LOOPBACK
+		kind = "the loopback device"
+	}
+	return fmt.Sprintf("%s is not an Ethernet device (%s), and the afxdp transport needs one (use the kernel transport on loopback: --transport kernel, or leave out --iface)", iface, kind)
 }
 
 // afxdpAllowed checks the privileges and the locked-memory limit the afxdp
@@ -250,6 +277,17 @@ func (d *daemon) allocRegions() error {
 	if d.cfg.Hugepages == "off" {
 		ps = mem.Page4K
 	}
+	if d.cfg.Hugepages == "require" {
+		// All regions at once: region by region, each error would name
+		// only its own shortfall.
+		size := mem.Size2M
+		if ps == mem.Page1G {
+			size = mem.Size1G
+		}
+		if err := hugepagesFor(d.cfg.Regions, size); err != nil {
+			return err
+		}
+	}
 	for _, spec := range d.cfg.Regions {
 		reg, err := mem.Alloc(spec.Size, mem.AllocOptions{PageSize: ps, NoFallback: d.cfg.Hugepages == "require", Prefault: true, Name: "xrnic-" + spec.Name})
 		if err != nil {
@@ -273,6 +311,74 @@ func (d *daemon) allocRegions() error {
 			"page_size", control.PageSizeLabel(reg.PageSize()), "backing", reg.Backing().String())
 	}
 	return nil
+}
+
+// hugepagesFor checks that the free hugepages of size page cover every
+// region; nil when they do or the counts cannot be read (mem.Alloc then
+// explains).
+func hugepagesFor(regions []regionSpec, page int) error {
+	need := 0
+	for _, r := range regions {
+		need += (r.Size + page - 1) / page
+	}
+	dir := fmt.Sprintf("/sys/kernel/mm/hugepages/hugepages-%dkB/", page>>10)
+	total, err1 := readCount(dir + "nr_hugepages")
+	free, err2 := readCount(dir + "free_hugepages")
+	if err1 != nil || err2 != nil {
+		return nil
+	}
+	if rsvd, err := readCount(dir + "resv_hugepages"); err == nil {
+		free -= rsvd // promised to other mappings already
+	}
+	nrFile := dir + "nr_hugepages"
+	if defaultHugepageKB() == page>>10 {
+		nrFile = "/proc/sys/vm/nr_hugepages"
+	}
+	return hugepageShortfall(need, free, total, page, nrFile)
+}
+
+// hugepageShortfall is the error of need pages against free of total
+// reserved: the total to reserve, in the command that reserves it.
+func hugepageShortfall(need, free, total, page int, nrFile string) error {
+	if need <= free {
+		return nil
+	}
+	name := "2 MiB"
+	if page == mem.Size1G {
+		name = "1 GiB"
+	}
+	free = max(free, 0)
+	want := total + need - free
+	fix := fmt.Sprintf("echo %d > %s", want, nrFile)
+	if nrFile == "/proc/sys/vm/nr_hugepages" {
+		fix += fmt.Sprintf(" (sysctl -w vm.nr_hugepages=%d)", want)
+	}
+	return fmt.Errorf("--hugepages require: the regions need %d %s pages, %d are free: %s, or start with --hugepages prefer to fall back to smaller pages",
+		need, name, free, fix)
+}
+
+func readCount(path string) (int, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0, err
+	}
+	return strconv.Atoi(strings.TrimSpace(string(b)))
+}
+
+// defaultHugepageKB is the default hugepage size in kB (the one
+// /proc/sys/vm/nr_hugepages reserves), or 0.
+func defaultHugepageKB() int {
+	b, err := os.ReadFile("/proc/meminfo")
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(line, "Hugepagesize:"); ok {
+			n, _ := strconv.Atoi(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")))
+			return n
+		}
+	}
+	return 0
 }
 
 // verbsAccess maps --region rights (package mem) to verbs access flags.

@@ -78,6 +78,7 @@ func run(args []string) int {
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "xrnicd:", err)
+		fmt.Fprintln(os.Stderr, "run xrnicd --help for the options")
 		return 2
 	}
 	log := newLogger(&cfg, os.Stderr)

@@ -18,7 +18,6 @@ import (
 	"xrnic/control"
 	"xrnic/internal/daemontest"
 	"xrnic/mem"
-	"xrnic/transport/afxdp"
 	"xrnic/wire/mpa"
 )
 
@@ -115,14 +114,9 @@ func runDaemon(t *testing.T, args ...string) (int, string) {
 	return cmd.ProcessState.ExitCode(), out.String()
 }
 
-// afxdpLoError is what --transport afxdp --iface lo fails with: lo is not
-// an Ethernet device (root), or the privileges are missing.
-func afxdpLoError() string {
-	if afxdp.Privileges() != nil {
-		return "CAP_NET_ADMIN"
-	}
-	return "not an Ethernet device"
-}
+// loNotEthernet is what --iface lo says of the afxdp transport, with or
+// without the privileges.
+const loNotEthernet = "lo is not an Ethernet device (the loopback device), and the afxdp transport needs one (use the kernel transport on loopback"
 
 func TestStartupErrors(t *testing.T) {
 	busy, err := net.Listen("tcp", "127.0.0.1:0")
@@ -140,7 +134,7 @@ func TestStartupErrors(t *testing.T) {
 		{"port in use", []string{"--listen", busy.Addr().String(), "--metrics", "off", "--socket", sock()}, 1, "port is in use"},
 		{"metrics port in use", []string{"--listen", "127.0.0.1:0", "--metrics", busy.Addr().String(), "--socket", sock()}, 1, "port is in use"},
 		{"unknown interface", []string{"--iface", "nosuchif0", "--socket", sock()}, 1, "unknown interface"},
-		{"afxdp on a non-Ethernet device", []string{"--transport", "afxdp", "--iface", "lo", "--socket", sock()}, 1, afxdpLoError()},
+		{"afxdp on a non-Ethernet device", []string{"--transport", "afxdp", "--iface", "lo", "--socket", sock()}, 1, loNotEthernet},
 		{"bad xdp mode", []string{"--transport", "afxdp", "--iface", "lo", "--xdp-mode", "fast"}, 2, "--xdp-mode"},
 		{"afxdp without iface", []string{"--transport", "afxdp", "--socket", sock()}, 1, "needs --iface"},
 		{"bad region", []string{"--region", "x:4K:q"}, 2, "access letters"},
@@ -166,12 +160,9 @@ func startDaemon(t *testing.T, args ...string) *daemontest.Daemon {
 
 func TestAllowAndStartupLog(t *testing.T) {
 	d := startDaemon(t, "--allow", "10.1.0.0/16", "--iface", "lo")
-	// --iface selects afxdp by default; lo refuses it (not Ethernet), or
-	// the test runs unprivileged: either way kernel, and the log says why.
-	reason := `transport=kernel reason="afxdp chosen for --iface lo but it failed`
-	if afxdp.Privileges() != nil {
-		reason = `transport=kernel reason="--iface lo given but this process may not use afxdp`
-	}
+	// --iface selects afxdp by default, but lo is not Ethernet: kernel,
+	// and the log says why, whatever the privileges.
+	reason := `transport=kernel reason="--iface lo given but ` + loNotEthernet
 	for _, want := range []string{reason, `allow=10.1.0.0/16`} {
 		if !d.WaitLog(t, want) {
 			t.Errorf("start-up log lacks %s:\n%s", want, d.Log.String())
@@ -279,14 +270,15 @@ func TestChooseTransport(t *testing.T) {
 		{"dpdk", "", "", false, "want kernel or afxdp"},
 		{"", "nosuchif0", "", false, "unknown interface"},
 	}
-	if afxdp.Privileges() == nil && afxdp.Memlock(afxdp.Config{Iface: "lo"}) == nil {
-		cases = append(cases, tc{"", "lo", "afxdp", true, ""}, tc{"afxdp", "lo", "afxdp", false, ""})
-	} else {
-		cases = append(cases, tc{"", "lo", "kernel", false, ""}, tc{"afxdp", "lo", "", false, "--transport afxdp"})
-	}
+	// lo is no Ethernet device: kernel by default, an error when afxdp is
+	// asked for, whatever the privileges.
+	cases = append(cases, tc{"", "lo", "kernel", false, ""}, tc{"afxdp", "lo", "", false, "--transport afxdp --iface lo: " + loNotEthernet})
 	for _, c := range cases {
 		cfg := config{Transport: c.transport, Iface: c.iface}
 		tr, reason, auto, err := chooseTransport(&cfg)
+		if c.iface == "lo" && c.transport == "" && !strings.Contains(reason, loNotEthernet) {
+			t.Errorf("%q/lo: reason %q does not say %q", c.transport, reason, loNotEthernet)
+		}
 		if c.err != "" {
 			if err == nil || !strings.Contains(err.Error(), c.err) {
 				t.Errorf("%q/%q: error %v, want %q", c.transport, c.iface, err, c.err)
@@ -295,6 +287,80 @@ func TestChooseTransport(t *testing.T) {
 		}
 		if err != nil || tr != c.want || auto != c.auto || reason == "" {
 			t.Errorf("%q/%q: %q %q auto=%v %v; want %q auto=%v", c.transport, c.iface, tr, reason, auto, err, c.want, c.auto)
+		}
+	}
+}
+
+// TestFlagErrorLast: a bad option is reported alone, not after the
+// usage, with the way to the usage; enumerated options list their values.
+func TestFlagErrorLast(t *testing.T) {
+	code, out := runDaemon(t, "--nope")
+	want := "xrnicd: flag provided but not defined: -nope\nrun xrnicd --help for the options\n"
+	if code != 2 || out != want {
+		t.Errorf("xrnicd --nope: exit %d, output\n%s\nwant exit 2 with just\n%s", code, out, want)
+	}
+	code, out = runDaemon(t, "--help")
+	if code != 0 || !strings.Contains(out, "-region NAME:SIZE:ACCESS") || strings.Contains(out, "xrnicd:") {
+		t.Errorf("xrnicd --help: exit %d:\n%s", code, out)
+	}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--transport", "dpdk"}, `--transport "dpdk": want kernel or afxdp`},
+		{[]string{"--xdp-mode", "fast"}, `--xdp-mode "fast": want auto, native or generic`},
+		{[]string{"--hugepages", "always"}, `--hugepages "always": want prefer, require or off`},
+		{[]string{"--mpa-rev", "3"}, `--mpa-rev "3": want any, 1 or 2`},
+		{[]string{"--log-format", "xml"}, `--log-format "xml": want text or json`},
+		{[]string{"--page-size", "4K"}, `--page-size "4K": want 2M or 1G`},
+		{[]string{"--log-level", "loud"}, `invalid value "loud" for flag -log-level: want debug, info, warn or error`},
+	} {
+		cfg, err := parseArgs(c.args, io.Discard)
+		if err == nil {
+			err = cfg.validate()
+		}
+		if err == nil || err.Error() != c.want {
+			t.Errorf("xrnicd %v: %v; want %q", c.args, err, c.want)
+		}
+	}
+}
+
+// TestHugepageShortfall: --hugepages require names the pages all regions
+// need together and the total to reserve.
+func TestHugepageShortfall(t *testing.T) {
+	regions := []regionSpec{{"a", 4096, mem.RemoteAtomic}, {"b", 3 << 20, mem.RemoteRead}} // 1 + 2 pages of 2 MiB
+	need := 0
+	for _, r := range regions {
+		need += (r.Size + mem.Size2M - 1) / mem.Size2M
+	}
+	if need != 3 {
+		t.Fatalf("need %d", need)
+	}
+	const nr = "/proc/sys/vm/nr_hugepages"
+	cases := []struct {
+		free, total int
+		want        string
+	}{
+		{0, 0, "--hugepages require: the regions need 3 2 MiB pages, 0 are free: echo 3 > /proc/sys/vm/nr_hugepages (sysctl -w vm.nr_hugepages=3), or start with --hugepages prefer to fall back to smaller pages"},
+		{1, 5, "--hugepages require: the regions need 3 2 MiB pages, 1 are free: echo 7 > /proc/sys/vm/nr_hugepages (sysctl -w vm.nr_hugepages=7), or start with --hugepages prefer to fall back to smaller pages"},
+		{3, 3, ""},
+	}
+	for _, c := range cases {
+		err := hugepageShortfall(need, c.free, c.total, mem.Size2M, nr)
+		if (err == nil) != (c.want == "") || err != nil && err.Error() != c.want {
+			t.Errorf("free %d of %d: %v; want %q", c.free, c.total, err, c.want)
+		}
+	}
+	err := hugepageShortfall(2, 0, 0, mem.Size1G, "/sys/kernel/mm/hugepages/hugepages-1048576kB/nr_hugepages")
+	if want := "the regions need 2 1 GiB pages, 0 are free: echo 2 > /sys/kernel/mm/hugepages/hugepages-1048576kB/nr_hugepages, or"; err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("1 GiB: %v; want %q", err, want)
+	}
+	// Through the daemon, when this host has fewer free 2 MiB pages than 3.
+	if free, err := readCount("/sys/kernel/mm/hugepages/hugepages-2048kB/free_hugepages"); err == nil && free < 3 {
+		code, out := runDaemon(t, "--listen", "127.0.0.1:0", "--metrics", "off", "--socket", filepath.Join(t.TempDir(), "s"),
+			"--region", "a:4K:rwa", "--region", "b:3M:r", "--hugepages", "require")
+		if code != 1 || !strings.Contains(out, "the regions need 3 2 MiB pages") {
+			t.Errorf("xrnicd --hugepages require: exit %d:\n%s", code, out)
 		}
 	}
 }
