@@ -27,14 +27,17 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"xrnic/control"
 	"xrnic/verbs"
@@ -43,7 +46,8 @@ import (
 
 const defaultSocket = "/run/xrnic/xrnicd.sock"
 
-const usage = `usage:
+// synopsis is printed before a usage error, and opens --help.
+const synopsis = `usage:
   xrnicctl [--socket PATH] [-j] status | qp list | region list | stats
   xrnicctl [options] probe PEER [STAG TO]
   xrnicctl [options] fetchadd PEER STAG TO ADD [--mask M]
@@ -53,8 +57,7 @@ const usage = `usage:
   xrnicctl [options] send PEER TEXT
   xrnicctl [options] imm PEER VALUE [--write STAG TO HEXDATA]
 PEER is HOST or HOST:PORT (port 7306, xrnicd's default, when left out);
-numbers are decimal or 0x-hex. Options may appear anywhere:
-`
+numbers are decimal or 0x-hex.`
 
 type usageError struct{ msg string }
 
@@ -74,13 +77,157 @@ type cli struct {
 	out         io.Writer
 }
 
-func newFlags(c *cli, out io.Writer) *flag.FlagSet {
-	fs := flag.NewFlagSet("xrnicctl", flag.ContinueOnError)
-	fs.SetOutput(out)
-	fs.Usage = func() { fmt.Fprint(fs.Output(), usage); fs.PrintDefaults() }
+// writeValue is imm's --write STAG TO HEXDATA: three values, which
+// preparse joins into one ("--write=STAG,TO,HEXDATA" may be given so, too).
+type writeValue struct{ c *cli }
+
+func (w writeValue) String() string { return strings.Join(w.c.write, ",") }
+func (w writeValue) Type() string   { return "STAG,TO,HEXDATA" }
+func (w writeValue) Set(s string) error {
+	f := strings.FieldsFunc(s, func(r rune) bool { return r == ',' || r == ' ' })
+	if len(f) != 3 {
+		return usagef("--write needs STAG TO HEXDATA")
+	}
+	w.c.write = f
+	return nil
+}
+
+// negMark marks a positional argument that looks like a negative number
+// (ADD -5) so that pflag does not take it for a shorthand flag.
+const negMark = "\x00"
+
+func isNegNum(a string) bool { return len(a) > 1 && a[0] == '-' && a[1] >= '0' && a[1] <= '9' }
+
+// unmark undoes negMark.
+func unmark(args []string) []string {
+	out := make([]string, len(args))
+	for i, a := range args {
+		out[i] = strings.TrimPrefix(a, negMark)
+	}
+	return out
+}
+
+// preparse rewrites the arguments for cobra: options may appear anywhere;
+// "--write" takes the next three values; arguments that look like negative
+// numbers are positional unless they are the value of the option before
+// them.
+func preparse(root *cobra.Command, args []string) ([]string, error) {
+	takesValue := func(a string) bool {
+		var f *pflag.Flag
+		switch {
+		case strings.HasPrefix(a, "--") && !strings.Contains(a, "="):
+			name := a[2:]
+			for _, c := range append([]*cobra.Command{root}, root.Commands()...) {
+				if f = c.Flags().Lookup(name); f == nil {
+					f = c.PersistentFlags().Lookup(name)
+				}
+				if f != nil {
+					break
+				}
+			}
+		case len(a) == 2 && a[0] == '-' && a[1] != '-':
+			for _, c := range append([]*cobra.Command{root}, root.Commands()...) {
+				if f = c.Flags().ShorthandLookup(a[1:]); f == nil {
+					f = c.PersistentFlags().ShorthandLookup(a[1:])
+				}
+				if f != nil {
+					break
+				}
+			}
+		}
+		return f != nil && f.NoOptDefVal == ""
+	}
+	var out []string
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		switch {
+		case a == "--":
+			return append(out, args[i:]...), nil
+		case a == "--write" || a == "-write":
+			if len(args) < i+4 {
+				return nil, usagef("--write needs STAG TO HEXDATA")
+			}
+			out = append(out, "--write="+strings.Join(args[i+1:i+4], ","))
+			i += 3
+		case isNegNum(a) && !(i > 0 && takesValue(args[i-1])):
+			out = append(out, negMark+a)
+		default:
+			out = append(out, a)
+		}
+	}
+	return out, nil
+}
+
+// flagError gives pflag's errors the wording of the flag package's, which
+// scripts and tests know.
+func flagError(err error) error {
+	msg := err.Error()
+	if name, ok := strings.CutPrefix(msg, "unknown flag: --"); ok {
+		msg = "flag provided but not defined: -" + name
+	} else if rest, ok := strings.CutPrefix(msg, "unknown shorthand flag: '"); ok {
+		if r, _, ok := strings.Cut(rest, "'"); ok {
+			msg = "flag provided but not defined: -" + r
+		}
+	}
+	return usageError{msg}
+}
+
+// command describes one subcommand.
+type command struct {
+	use, short, long string
+	flags            func(fs *pflag.FlagSet)
+	sub              []command
+}
+
+// newRoot builds the command tree; every command hands its name and its
+// positional arguments to do (dispatch, or a test's capture).
+func newRoot(c *cli, stdout, stderr io.Writer, do func(pos []string) error) *cobra.Command {
+	root := &cobra.Command{
+		Use:   "xrnicctl",
+		Short: "inspect xrnicd and run one-shot iWARP operations against any peer",
+		Long: synopsis + `
+
+Remote operations use the kernel transport by default; --transport afxdp
+--iface IF runs them over AF_XDP and the user-space TCP (root or
+CAP_NET_ADMIN, CAP_BPF, CAP_PERFMON, CAP_NET_RAW). Errors exit 1 with the
+completion status and the Terminate in words; usage errors exit 2.`,
+		Version:           version(),
+		Args:              cobra.ArbitraryArgs,
+		SilenceErrors:     true,
+		SilenceUsage:      true,
+		CompletionOptions: cobra.CompletionOptions{HiddenDefaultCmd: false},
+		RunE: func(_ *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				return usagef("no command")
+			}
+			return usagef("unknown command %q", unmark(args)[0])
+		},
+		PersistentPreRunE: func(*cobra.Command, []string) error {
+			switch c.conn.Transport {
+			case "", "kernel", "afxdp":
+			default:
+				return usagef("--transport %q: want kernel or afxdp", c.conn.Transport)
+			}
+			if c.conn.MPARev != 1 && c.conn.MPARev != 2 {
+				return usagef("--mpa-rev %d: want 2 (RFC 6581) or 1 (RFC 5044)", c.conn.MPARev)
+			}
+			if c.conn.MPATimeout <= 0 {
+				return usagef("--mpa-timeout %v: want a positive duration such as 3s", c.conn.MPATimeout)
+			}
+			return nil
+		},
+	}
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return flagError(err) })
+	// Help goes to stderr, as it always has (xrnicctl --help 2>&1 | less).
+	help := root.HelpFunc()
+	root.SetHelpFunc(func(cmd *cobra.Command, args []string) { cmd.SetOut(stderr); help(cmd, args) })
+
+	fs := root.PersistentFlags()
+	fs.SortFlags = false
 	fs.StringVar(&c.socket, "socket", defaultSocket, "xrnicd control socket `path`")
-	fs.BoolVar(&c.json, "j", false, "print JSON")
-	fs.BoolVar(&c.json, "json", false, "print JSON (same as -j)")
+	fs.BoolVarP(&c.json, "json", "j", false, "print JSON")
 	fs.StringVar(&c.conn.Transport, "transport", "kernel", "remote operations: `kernel|afxdp`")
 	fs.StringVar(&c.conn.Iface, "iface", "", "`interface` of the afxdp transport")
 	fs.DurationVar(&c.conn.Timeout, "timeout", 10*time.Second, "bound of the whole operation")
@@ -88,64 +235,93 @@ func newFlags(c *cli, out io.Writer) *flag.FlagSet {
 	fs.IntVar(&c.conn.MPARev, "mpa-rev", 2, "MPA `revision` to request: 2 (RFC 6581) or 1 (RFC 5044)")
 	fs.BoolVar(&c.conn.NoCRC, "no-crc", false, "ask the peer not to use MPA CRCs")
 	fs.BoolVar(&c.conn.PeerToPeer, "p2p", false, "RFC 6581 peer-to-peer mode (the initiator sends a ready-to-receive first)")
-	fs.StringVar(&c.mask, "mask", "", "fetchadd: RFC 7306 Add Mask `M` (carry boundaries); default 0, a plain 64-bit add")
-	fs.StringVar(&c.compareMask, "compare-mask", "", "cmpswap: Compare Mask `M` (default all ones)")
-	fs.StringVar(&c.swapMask, "swap-mask", "", "cmpswap: Swap Mask `M` (default all ones)")
-	return fs
-}
 
-// parse parses options anywhere among the arguments. "--write" takes three
-// values; arguments that look like negative numbers are positional.
-func parse(args []string, out io.Writer) (*cli, []string, error) {
-	c := &cli{out: os.Stdout}
-	fs := newFlags(c, out)
-	// The flag package prints the usage before its error; run prints
-	// the error last instead, and -h prints the usage here.
-	fs.SetOutput(io.Discard)
-	var pos []string
-	for len(args) > 0 {
-		a := args[0]
-		switch {
-		case a == "--":
-			pos = append(pos, args[1:]...)
-			args = nil
-		case a == "--write" || a == "-write":
-			if len(args) < 4 {
-				return nil, nil, usagef("--write needs STAG TO HEXDATA")
+	list := func(what string) []command {
+		return []command{{use: "list", short: "list the daemon's " + what}}
+	}
+	cmds := []command{
+		{use: "status", short: "the daemon and its device: transport, interface, XDP, capabilities, listeners",
+			long: "Shows the daemon (version, uptime, readiness) and its device like ibv_devinfo: transport,\ninterface, MTU, XDP mode and queues, zero-copy or copy, the capabilities\n(max QPs, max MR size, max message size, ORD/IRD, atomics, immediate data) and the listeners."},
+		{use: "qp", short: "the daemon's queue pairs", sub: list("QPs: state, local and remote address, MPA, IRD/ORD, queue depths, counters")},
+		{use: "region", short: "the daemon's memory regions", sub: list("regions: STag, TO, length, access, backing")},
+		{use: "stats", short: "the daemon's message, atomic, Terminate and MPA counters"},
+		{use: "probe PEER [STAG TO]", short: "does PEER implement RFC 7306 atomics?",
+			long: "Sends a FetchAdd of 0 (to STAG TO, or to STag 0, which no RNIC hands out) and reports whether\nthe peer implements RFC 7306 atomics."},
+		{use: "fetchadd PEER STAG TO ADD", short: "RFC 7306 FetchAdd: add ADD (may be negative) to the 8-byte word at STAG TO",
+			flags: func(fs *pflag.FlagSet) {
+				fs.StringVarP(&c.mask, "mask", "m", "", "RFC 7306 Add Mask `M` (carry boundaries); default 0, a plain 64-bit add")
+			}},
+		{use: "cmpswap PEER STAG TO COMPARE SWAP", short: "RFC 7306 CmpSwap on the 8-byte word at STAG TO",
+			flags: func(fs *pflag.FlagSet) {
+				fs.StringVar(&c.compareMask, "compare-mask", "", "Compare Mask `M` (default all ones)")
+				fs.StringVar(&c.swapMask, "swap-mask", "", "Swap Mask `M` (default all ones)")
+			}},
+		{use: "read PEER STAG TO LENGTH", short: "RDMA Read LENGTH bytes at STAG TO; prints them in hex"},
+		{use: "write PEER STAG TO HEXDATA", short: "RDMA Write HEXDATA at STAG TO (confirmed by a zero-length Read)"},
+		{use: "send PEER TEXT", short: "Send TEXT (the daemon's sink counts it)"},
+		{use: "imm PEER VALUE", short: "send Immediate Data VALUE, or a Write with Immediate Data with --write",
+			flags: func(fs *pflag.FlagSet) {
+				fs.Var(writeValue{c}, "write", "a Write with Immediate Data of `STAG TO HEXDATA` (three values)")
+			}},
+	}
+	var add func(parent *cobra.Command, path []string, cs []command)
+	add = func(parent *cobra.Command, path []string, cs []command) {
+		for _, d := range cs {
+			name, _, _ := strings.Cut(d.use, " ")
+			p := append(append([]string(nil), path...), name)
+			cmd := &cobra.Command{
+				Use: d.use, Short: d.short, Long: d.long, Args: cobra.ArbitraryArgs,
+				DisableFlagsInUseLine: true,
+				RunE: func(_ *cobra.Command, args []string) error {
+					return do(append(append([]string(nil), p...), unmark(args)...))
+				},
 			}
-			c.write = args[1:4]
-			args = args[4:]
-		case len(a) > 1 && a[0] == '-' && !(a[1] >= '0' && a[1] <= '9'):
-			if err := fs.Parse(args); err != nil {
-				if errors.Is(err, flag.ErrHelp) {
-					fs.SetOutput(out)
-					fs.Usage()
-					return nil, nil, err
-				}
-				return nil, nil, usageError{err.Error()}
+			if d.flags != nil {
+				d.flags(cmd.Flags())
 			}
-			rest := fs.Args()
-			if len(rest) == len(args) { // nothing consumed
-				return nil, nil, usagef("cannot parse %q", a)
+			if len(p) == 1 && len(d.sub) == 0 && name != "send" {
+				// Positional arguments are numbers and hex: no file names.
+				cmd.ValidArgsFunction = cobra.NoFileCompletions
 			}
-			args = rest
-		default:
-			pos = append(pos, a)
-			args = args[1:]
+			add(cmd, p, d.sub)
+			parent.AddCommand(cmd)
 		}
 	}
-	switch c.conn.Transport {
-	case "", "kernel", "afxdp":
-	default:
-		return nil, nil, usagef("--transport %q: want kernel or afxdp", c.conn.Transport)
+	add(root, nil, cmds)
+	root.InitDefaultHelpCmd()
+	root.InitDefaultCompletionCmd()
+	for _, sc := range root.Commands() {
+		if sc.Name() == "completion" {
+			sc.SetOut(stdout) // the script goes to stdout
+		}
 	}
-	if c.conn.MPARev != 1 && c.conn.MPARev != 2 {
-		return nil, nil, usagef("--mpa-rev %d: want 2 (RFC 6581) or 1 (RFC 5044)", c.conn.MPARev)
+	return root
+}
+
+func version() string {
+	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {
+		return bi.Main.Version
 	}
-	if c.conn.MPATimeout <= 0 {
-		return nil, nil, usagef("--mpa-timeout %v: want a positive duration such as 3s", c.conn.MPATimeout)
+	return "(devel)"
+}
+
+// parse parses the arguments as run does and returns the command and its
+// positional arguments instead of running it.
+func parse(args []string, out io.Writer) (*cli, []string, error) {
+	c := &cli{out: os.Stdout}
+	var pos []string
+	root := newRoot(c, out, out, func(p []string) error { pos = p; return nil })
+	err := execute(root, args)
+	return c, pos, err
+}
+
+func execute(root *cobra.Command, args []string) error {
+	args, err := preparse(root, args)
+	if err != nil {
+		return err
 	}
-	return c, pos, nil
+	root.SetArgs(args)
+	return root.Execute()
 }
 
 // parseNum parses a decimal or 0x-hex number; a leading '-' gives the
@@ -174,20 +350,14 @@ func main() {
 }
 
 func run(args []string, stdout, stderr io.Writer) int {
-	c, pos, err := parse(args, stderr)
-	if errors.Is(err, flag.ErrHelp) {
-		return 0
-	}
-	if err == nil {
-		c.out = stdout
-		err = c.dispatch(pos)
-	}
+	c := &cli{out: stdout}
+	err := execute(newRoot(c, stdout, stderr, c.dispatch), args)
 	if err != nil {
 		var ue usageError
 		if errors.As(err, &ue) {
 			// The commands, then the error last, where it is seen; the
 			// options are one --help away.
-			fmt.Fprint(stderr, strings.TrimSuffix(usage, " Options may appear anywhere:\n")+"\n")
+			fmt.Fprintln(stderr, synopsis)
 			fmt.Fprintln(stderr, "xrnicctl:", err)
 			fmt.Fprintln(stderr, "run xrnicctl --help for the options")
 			return 2

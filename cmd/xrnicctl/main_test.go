@@ -89,3 +89,33 @@ func TestUsageErrorLast(t *testing.T) {
 		t.Errorf("--help: exit %d:\n%s", code, stderr.String())
 	}
 }
+
+// TestHelpVersionCompletion: per-command help (help CMD and CMD --help),
+// --version and the shell completion scripts.
+func TestHelpVersionCompletion(t *testing.T) {
+	for _, args := range [][]string{{"help", "fetchadd"}, {"fetchadd", "--help"}, {"fetchadd", "-h"}} {
+		var stderr strings.Builder
+		if code := run(args, io.Discard, &stderr); code != 0 || !strings.Contains(stderr.String(), "-m, --mask M") ||
+			!strings.Contains(stderr.String(), "--socket path") {
+			t.Errorf("xrnicctl %v: exit %d:\n%s", args, code, stderr.String())
+		}
+	}
+	var stdout strings.Builder
+	if code := run([]string{"--version"}, &stdout, io.Discard); code != 0 || !strings.HasPrefix(stdout.String(), "xrnicctl version ") {
+		t.Errorf("--version: exit %d: %q", code, stdout.String())
+	}
+	for sh, want := range map[string]string{"bash": "complete -o default -F __start_xrnicctl xrnicctl", "zsh": "#compdef xrnicctl", "fish": "complete -c xrnicctl"} {
+		stdout.Reset()
+		if code := run([]string{"completion", sh}, &stdout, io.Discard); code != 0 || !strings.Contains(stdout.String(), want) {
+			t.Errorf("completion %s: exit %d, no %q", sh, code, want)
+		}
+	}
+	// -m is --mask; a negative value right after it is its value.
+	c, pos, err := parse([]string{"fetchadd", "-m", "-1", "h", "1", "0", "-2"}, io.Discard)
+	if err != nil || c.mask != "-1" || !slices.Equal(pos, []string{"fetchadd", "h", "1", "0", "-2"}) {
+		t.Errorf("fetchadd -m -1: %+v %q %v", c, pos, err)
+	}
+	if _, _, err := parse([]string{"fetchadd", "--swap-mask", "1", "h", "1", "0", "2"}, io.Discard); err == nil {
+		t.Error("fetchadd --swap-mask accepted")
+	}
+}
