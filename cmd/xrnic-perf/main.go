@@ -2,8 +2,10 @@
 // device: the tests write_bw, write_lat, read_bw, read_lat, send_bw,
 // send_lat, atomic_bw, atomic_lat and imm_lat (RFC 7306 Immediate Data
 // ping-pong; write_bw/write_lat --write_with_imm use Write with Immediate),
-// with perftest's flags where they apply, its banner, columns and
-// arithmetic (see report.go) and its JSON keys (--out_json).
+// with perftest's flags where they apply (its common ones that do not,
+// -d, -i, -x, -m, -F and -R, are accepted with a note on stderr), its
+// banner, columns and arithmetic (see report.go) and its JSON keys and
+// test names (--out_json).
 //
 //	xrnic-perf write_bw [options]               # server
 //	xrnic-perf write_bw [options] 198.18.0.1    # client, same options

@@ -5,6 +5,8 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -108,7 +110,8 @@ type params struct {
 	quiet      bool
 	spin       time.Duration
 
-	set map[string]bool // flags given explicitly
+	set   map[string]bool // flags given explicitly
+	notes []string        // perftest flags that do not apply, one note each
 }
 
 const usageText = `usage:
@@ -122,62 +125,221 @@ Both sides take the same options (as in perftest). Other commands:
 Options:
 `
 
+// option is one line of the help: a short and a long name of the same
+// flag (either may be empty) and the placeholder of its value ("" for a
+// switch), printed as perftest's usage() does: "  -s, --size=<size>  ...".
+type option struct {
+	short, long, arg string
+}
+
+func (o option) names() []string {
+	var n []string
+	for _, s := range []string{o.short, o.long} {
+		if s != "" {
+			n = append(n, s)
+		}
+	}
+	return n
+}
+
+// helpLine is the head of the option's help line.
+func (o option) helpLine() string {
+	var b strings.Builder
+	if o.short != "" {
+		b.WriteString("  -" + o.short)
+		if o.long != "" {
+			b.WriteString(", ")
+		}
+	} else {
+		b.WriteString("      ")
+	}
+	if o.long != "" {
+		b.WriteString("--" + o.long)
+	}
+	if o.arg != "" {
+		if o.long != "" {
+			b.WriteString("=")
+		} else {
+			b.WriteString(" ")
+		}
+		b.WriteString(o.arg)
+	}
+	return b.String()
+}
+
+// ignoredFlags are perftest's common options that do not apply to xrnic
+// (linux-rdma/perftest, src/perftest_parameters.c, long_options and
+// usage()). xrnic-perf accepts them with the value form perftest parses,
+// prints a note on stderr and runs as without them. why is the note's
+// reason; check validates the value as perftest does (nil: any string,
+// no value for a switch).
+var ignoredFlags = []struct {
+	option
+	why   string
+	check func(string) error
+}{
+	{option{"d", "ib-dev", "<dev>"}, "xrnic has one device", nil},
+	{option{"i", "ib-port", "<port>"}, "xrnic has one port", intIn("IB Port", 1, 255)},
+	{option{"x", "gid-index", "<index>"}, "iWARP addresses peers by IP, there is no GID", intIn("Gid index", 0, 64)},
+	{option{"m", "mtu", "<mtu>"}, "the MTU is the interface's (MPA FPDUs ride in TCP segments)", intIn("MTU", math.MinInt32, math.MaxInt32)},
+	{option{"F", "CPU-freq", ""}, "xrnic-perf times with the monotonic clock and never checks cpufreq", nil},
+	{option{"R", "rdma_cm", ""}, "rdma_cm is always on (xrnic connects QPs with MPA, RFC 6581)", nil},
+}
+
+// intIn is perftest's CHECK_VALUE_IN_RANGE: an integer in C's strtol
+// base-0 syntax (decimal, 0x hex, 0 octal) within [lo, hi].
+func intIn(name string, lo, hi int64) func(string) error {
+	return func(s string) error {
+		v, err := strconv.ParseInt(s, 0, 64)
+		if err != nil || strings.Contains(s, "_") {
+			return fmt.Errorf("%s argument %s should be an integer", name, s)
+		}
+		if v < lo || v > hi {
+			return fmt.Errorf("%s should be between %d and %d", name, lo, hi)
+		}
+		return nil
+	}
+}
+
+// boolFunc is a switch that calls f when given.
+type boolFunc func()
+
+func (f boolFunc) String() string { return "" }
+func (f boolFunc) Set(s string) error {
+	if v, err := strconv.ParseBool(s); err != nil || !v {
+		return errors.New("a switch: give it or leave it out")
+	}
+	f()
+	return nil
+}
+func (f boolFunc) IsBoolFlag() bool { return true }
+
 func newFlagSet(p *params, out io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet("xrnic-perf", flag.ContinueOnError)
 	fs.SetOutput(out)
+	var opts []option
+	// both registers an option under its short and long names.
+	both := func(short, long, arg string, f func(name string)) {
+		o := option{short, long, arg}
+		opts = append(opts, o)
+		for _, n := range o.names() {
+			f(n)
+		}
+	}
+	long := func(name, arg string, f func(name string)) { both("", name, arg, f) }
 	fs.Usage = func() {
 		fmt.Fprint(out, usageText)
-		fs.PrintDefaults()
+		for _, o := range opts {
+			fmt.Fprintf(out, "%s  %s\n", o.helpLine(), optionUsage(fs.Lookup(o.names()[0])))
+		}
+		fmt.Fprintf(out, "%s  %s\n", option{"h", "help", ""}.helpLine(), "show this help")
 	}
-	both := func(short, long string, f func(name string)) { f(short); f(long) }
-	both("s", "size", func(n string) {
+	both("s", "size", "<size>", func(n string) {
 		fs.IntVar(&p.size, n, 0, "message size in bytes (default 65536 for bw, 2 for lat, 8 for atomics)")
 	})
-	both("a", "all", func(n string) { fs.BoolVar(&p.all, n, false, "run sizes 2 .. --max_size (powers of two)") })
-	both("n", "iters", func(n string) { fs.IntVar(&p.iters, n, 0, "iterations (default 5000 for write_bw, 1000 otherwise)") })
-	both("D", "duration", func(n string) {
+	both("a", "all", "", func(n string) { fs.BoolVar(&p.all, n, false, "run sizes 2 .. --max_size (powers of two)") })
+	both("n", "iters", "<iters>", func(n string) {
+		fs.IntVar(&p.iters, n, 0, "iterations (default 5000 for write_bw, 1000 otherwise)")
+	})
+	both("D", "duration", "<seconds>", func(n string) {
 		fs.Func(n, "run for this many seconds instead of -n", func(s string) error {
 			d, err := parseSeconds(s)
 			p.duration = d
 			return err
 		})
 	})
-	both("f", "margin", func(n string) {
+	both("f", "margin", "<seconds>", func(n string) {
 		fs.Func(n, "with -D: seconds excluded at the start and the end (default 2, less for short runs)", func(s string) error {
 			d, err := parseSeconds(s)
 			p.margin = d
 			return err
 		})
 	})
-	both("t", "tx-depth", func(n string) {
+	both("t", "tx-depth", "<dep>", func(n string) {
 		fs.IntVar(&p.txDepth, n, 0, "outstanding work requests per QP (default 128 for bw, 1 for lat)")
 	})
-	both("r", "rx-depth", func(n string) {
+	both("r", "rx-depth", "<dep>", func(n string) {
 		fs.IntVar(&p.rxDepth, n, 512, "send_bw: receive buffers per QP (capped at 32 MiB of buffers)")
 	})
-	both("o", "outs", func(n string) { fs.IntVar(&p.outs, n, 128, "outstanding Reads/atomics (ORD/IRD)") })
-	both("q", "qp", func(n string) { fs.IntVar(&p.qps, n, 1, "number of QPs") })
-	both("Q", "cq-mod", func(n string) { fs.IntVar(&p.cqMod, n, 100, "bw tests: one completion every N work requests") })
-	both("p", "port", func(n string) { fs.IntVar(&p.port, n, 18515, "TCP port") })
-	both("b", "bidirectional", func(n string) {
+	both("o", "outs", "<num>", func(n string) { fs.IntVar(&p.outs, n, 128, "outstanding Reads/atomics (ORD/IRD)") })
+	both("q", "qp", "<num of qp's>", func(n string) { fs.IntVar(&p.qps, n, 1, "number of QPs") })
+	both("Q", "cq-mod", "<num>", func(n string) {
+		fs.IntVar(&p.cqMod, n, 100, "bw tests: one completion every N work requests")
+	})
+	both("p", "port", "<port>", func(n string) { fs.IntVar(&p.port, n, 18515, "TCP port") })
+	both("b", "bidirectional", "", func(n string) {
 		fs.BoolVar(&p.bidir, n, false, "write_bw/read_bw: traffic in both directions, reported summed")
 	})
-	both("A", "atomic_type", func(n string) { fs.StringVar(&p.atomicType, n, "FETCH_AND_ADD", "FETCH_AND_ADD or CMP_AND_SWAP") })
-	both("e", "events", func(n string) { fs.BoolVar(&p.events, n, false, "sleep on CQ events instead of polling first") })
-	fs.BoolVar(&p.masked, "masked_atomics", false, "use RFC 7306 masked atomics (Add Mask with carry boundaries; Compare/Swap masks)")
-	fs.BoolVar(&p.gbits, "report_gbits", false, "report bandwidth in Gb/sec (1 Gb/s = 1.25e8 bytes per second) instead of MiB/sec")
-	fs.BoolVar(&p.outJSON, "out_json", false, "write the results as JSON (to --out_json_file, default perftest_out.json)")
-	fs.StringVar(&p.jsonFile, "out_json_file", "", "JSON output file (implies --out_json)")
-	fs.BoolVar(&p.validate, "data_validation", false, "check Write/Read/Send payloads and the final atomic value")
-	fs.BoolVar(&p.writeImm, "write_with_imm", false, "write_bw/write_lat: RDMA Write with Immediate Data (completes a receive at the target)")
-	fs.StringVar(&p.transport, "transport", "kernel", "kernel|afxdp")
-	fs.StringVar(&p.iface, "iface", "", "network interface of the afxdp transport")
-	fs.StringVar(&p.bind, "bind", "", "server: listen address (default all)")
-	fs.DurationVar(&p.timeout, "timeout", 60*time.Second, "bound of connection setup and of each size's run")
-	fs.IntVar(&p.maxSize, "max_size", 1<<20, "with -a: the largest message size")
-	fs.BoolVar(&p.quiet, "quiet", false, "print only the result lines")
-	fs.DurationVar(&p.spin, "spin", 0, "busy-poll a CQ this long before sleeping on it (default 0: on small hosts the engine's own poll loop needs the CPU; -e forces 0)")
+	both("A", "atomic_type", "<type>", func(n string) {
+		fs.StringVar(&p.atomicType, n, "FETCH_AND_ADD", "FETCH_AND_ADD or CMP_AND_SWAP")
+	})
+	both("e", "events", "", func(n string) { fs.BoolVar(&p.events, n, false, "sleep on CQ events instead of polling first") })
+	for _, ig := range ignoredFlags {
+		both(ig.short, ig.long, ig.arg, func(n string) {
+			given := "--" + n
+			if len(n) == 1 {
+				given = "-" + n
+			}
+			usage := "ignored: " + ig.why
+			if ig.arg == "" {
+				fs.Var(boolFunc(func() {
+					p.notes = append(p.notes, fmt.Sprintf("%s ignored: %s", given, ig.why))
+				}), n, usage)
+				return
+			}
+			fs.Func(n, usage, func(s string) error {
+				if ig.check != nil {
+					if err := ig.check(s); err != nil {
+						return err
+					}
+				}
+				p.notes = append(p.notes, fmt.Sprintf("%s %s ignored: %s", given, s, ig.why))
+				return nil
+			})
+		})
+	}
+	long("masked_atomics", "", func(n string) {
+		fs.BoolVar(&p.masked, n, false, "use RFC 7306 masked atomics (Add Mask with carry boundaries; Compare/Swap masks)")
+	})
+	long("report_gbits", "", func(n string) {
+		fs.BoolVar(&p.gbits, n, false, "report bandwidth in Gb/sec (1 Gb/s = 1.25e8 bytes per second) instead of MiB/sec")
+	})
+	long("out_json", "", func(n string) {
+		fs.BoolVar(&p.outJSON, n, false, "write the results as JSON (to --out_json_file, default perftest_out.json)")
+	})
+	long("out_json_file", "<file>", func(n string) { fs.StringVar(&p.jsonFile, n, "", "JSON output file (implies --out_json)") })
+	long("data_validation", "", func(n string) {
+		fs.BoolVar(&p.validate, n, false, "check Write/Read/Send payloads and the final atomic value")
+	})
+	long("write_with_imm", "", func(n string) {
+		fs.BoolVar(&p.writeImm, n, false, "write_bw/write_lat: RDMA Write with Immediate Data (completes a receive at the target)")
+	})
+	long("transport", "<kernel|afxdp>", func(n string) { fs.StringVar(&p.transport, n, "kernel", "the transport") })
+	long("iface", "<name>", func(n string) { fs.StringVar(&p.iface, n, "", "network interface of the afxdp transport") })
+	long("bind", "<addr>", func(n string) { fs.StringVar(&p.bind, n, "", "server: listen address (default all)") })
+	long("timeout", "<duration>", func(n string) {
+		fs.DurationVar(&p.timeout, n, 60*time.Second, "bound of connection setup and of each size's run")
+	})
+	long("max_size", "<size>", func(n string) { fs.IntVar(&p.maxSize, n, 1<<20, "with -a: the largest message size") })
+	long("quiet", "", func(n string) { fs.BoolVar(&p.quiet, n, false, "print only the result lines") })
+	long("spin", "<duration>", func(n string) {
+		fs.DurationVar(&p.spin, n, 0, "busy-poll a CQ this long before sleeping on it (default 0: on small hosts the engine's own poll loop needs the CPU; -e forces 0)")
+	})
 	return fs
+}
+
+// optionUsage is the flag's usage text with its default, as
+// flag.PrintDefaults would add it.
+func optionUsage(f *flag.Flag) string {
+	u := f.Usage
+	switch f.DefValue {
+	case "", "0", "false", "0s":
+	default:
+		if !strings.Contains(u, "(default") {
+			u += fmt.Sprintf(" (default %s)", f.DefValue)
+		}
+	}
+	return u
 }
 
 func parseSeconds(s string) (time.Duration, error) {
@@ -216,7 +378,11 @@ func parseParams(args []string, out io.Writer) (*params, error) {
 		rest = rest[1:]
 	}
 	p.set = map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { p.set[f.Name] = true })
+	fs.Visit(func(f *flag.Flag) {
+		if !isIgnored(f.Name) {
+			p.set[f.Name] = true
+		}
+	})
 	if len(pos) == 0 || len(pos) > 2 {
 		fs.Usage()
 		return nil, errUsage
@@ -232,7 +398,22 @@ func parseParams(args []string, out io.Writer) (*params, error) {
 	if len(pos) == 2 {
 		p.server = pos[1]
 	}
-	return p, p.defaults()
+	if err := p.defaults(); err != nil {
+		return p, err
+	}
+	for _, n := range p.notes {
+		fmt.Fprintln(out, "xrnic-perf:", n)
+	}
+	return p, nil
+}
+
+func isIgnored(name string) bool {
+	for _, ig := range ignoredFlags {
+		if name == ig.short || name == ig.long {
+			return true
+		}
+	}
+	return false
 }
 
 func testNames() string {

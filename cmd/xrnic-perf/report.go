@@ -226,7 +226,7 @@ func writeResults(p *params, results []any) error {
 		return err
 	}
 	info := map[string]any{
-		"test": p.test.verbName() + map[bool]string{true: " BW Test", false: " Latency Test"}[p.test.bw], "xrnic_test": p.test.name,
+		perfjson.KeyTest: p.jsonTestName(), perfjson.KeyXrnicTest: p.test.name,
 		"Dual_port": "OFF", "Device": "xrnic", "Number_of_qps": p.qps, "Transport_type": "IW", "Connection_type": "RC",
 		"Using_SRQ": "OFF", "TX_depth": p.txDepth, "CQ_Moderation": p.cqMod, "Link_type": "Ethernet",
 		"rdma_cm_QPs": "ON", "Data_ex_method": "MPA private data", "transport": p.transport, "iface": p.iface,
@@ -247,6 +247,38 @@ func writeResults(p *params, results []any) error {
 		werr = err
 	}
 	return werr
+}
+
+// jsonTestName is the "test" of test_info as perftest writes it
+// (linux-rdma/perftest, src/perftest_parameters.c,
+// write_test_info_to_file): testsStr of the verb ("RDMA_Write_imm" with
+// --write_with_imm), the atomic type for atomics, "Bidirectional" with -b,
+// "BW" or "Latency", "Test", joined by underscores, e.g.
+// Atomic_FETCH_AND_ADD_BW_Test. imm_lat (RFC 7306 Immediate Data, which
+// perftest has not) follows the same pattern, Immediate_Data_Latency_Test,
+// and so do the kernel TCP baselines, TCP_BW_Test and TCP_Latency_Test.
+func (p *params) jsonTestName() string {
+	t := p.test
+	v := t.verbName()
+	switch {
+	case t.name == "tcp_bw" || t.name == "tcp_lat":
+		v = "TCP"
+	case p.writeImm && t.verb == verbWrite:
+		v = "RDMA_Write_imm"
+	}
+	parts := []string{v}
+	if t.verb == verbAtomic {
+		parts = append(parts, p.atomicType)
+	}
+	if t.bw {
+		if p.bidir {
+			parts = append(parts, "Bidirectional")
+		}
+		parts = append(parts, "BW")
+	} else {
+		parts = append(parts, "Latency")
+	}
+	return strings.Join(append(parts, "Test"), "_")
 }
 
 // banner is perftest's ctx_print_test_info, with the iWARP specifics.

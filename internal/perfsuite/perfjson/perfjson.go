@@ -47,6 +47,14 @@ const (
 	KeyP999      = "percentile_99.9"
 )
 
+// Keys of test_info: the test as perftest names it (e.g.
+// "Atomic_FETCH_AND_ADD_BW_Test") and as xrnic-perf's command line names
+// it (e.g. "atomic_bw").
+const (
+	KeyTest      = "test"
+	KeyXrnicTest = "xrnic_test"
+)
+
 // Document is the whole file.
 type Document struct {
 	TestInfo map[string]any `json:"test_info"`
