@@ -171,8 +171,8 @@ func TestCollectorCountsOperations(t *testing.T) {
 		{"xrnic_rdmap_messages_total", rx, 5},
 		{"xrnic_rdmap_messages_total", map[string]string{"direction": "tx", "opcode": "atomic_response"}, 5},
 		{"xrnic_mpa_negotiations_total", map[string]string{"outcome": "accepted"}, 1},
-		{"xrnic_qps", map[string]string{"state": "RTS"}, 1},
-		{"xrnic_registered_memory_bytes", map[string]string{"page_size": "4KiB"}, 4096},
+		{"xrnic_qps", map[string]string{"state": "rts"}, 1},
+		{"xrnic_registered_memory_bytes", map[string]string{"page_size": "4k"}, 4096},
 		{"xrnic_transport_info", map[string]string{"transport": "kernel"}, 1},
 	}
 	for _, c := range checks {
@@ -189,7 +189,7 @@ func TestCollectorCountsOperations(t *testing.T) {
 	if v := value(t, reg, "xrnic_atomic_errors_total", map[string]string{"reason": "misaligned"}); v != 1 {
 		t.Errorf("misaligned errors = %v", v)
 	}
-	tl := map[string]string{"direction": "sent", "layer": "rdmap", "type": "0x2", "code": "0x07"}
+	tl := map[string]string{"direction": "tx", "layer": "rdmap", "type": "remote_operation", "code": "0x07", "reason": "rdmap_catastrophic_stream"}
 	if v := value(t, reg, "xrnic_terminates_total", tl); v != 1 {
 		t.Errorf("terminates sent %v = %v", tl, v)
 	}
@@ -198,7 +198,7 @@ func TestCollectorCountsOperations(t *testing.T) {
 	if v := value(t, reg, "xrnic_atomics_total", fa); v != 3 {
 		t.Errorf("fetch_add after retirement: %v", v)
 	}
-	if v := value(t, reg, "xrnic_qps", map[string]string{"state": "RTS"}); v != 0 {
+	if v := value(t, reg, "xrnic_qps", map[string]string{"state": "rts"}); v != 0 {
 		t.Errorf("RTS QPs after retirement: %v", v)
 	}
 	if v := value(t, reg, "xrnic_terminates_total", tl); v != 1 {

@@ -1,6 +1,7 @@
 package control
 
 import (
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -25,36 +26,62 @@ const maxOpcode = int(verbs.OpRecvWriteImm) + 1
 
 // Latency is the completion latency histogram (xrnic_completion_latency_seconds):
 // the time from posting a work request to polling its completion, by queue
-// and completion opcode. Observers are resolved once, so Observe neither
-// allocates nor hashes labels.
+// and completion opcode. Only the (queue, opcode) pairs that can complete
+// have a series (ValidLatencyPair), each created by its first observation:
+// an idle daemon exports none, and the daemon, which only posts receives,
+// never exports send-queue ones. After the first observation of a pair,
+// Observe neither allocates nor hashes labels.
 type Latency struct {
 	vec *prometheus.HistogramVec
-	obs [numQueues][maxOpcode]prometheus.Observer
+	obs [numQueues][maxOpcode]lazyObserver
+}
+
+type lazyObserver struct {
+	once sync.Once
+	o    prometheus.Observer
 }
 
 // LatencyBuckets are the bucket bounds in seconds: 1 µs to about 4 s.
 var LatencyBuckets = prometheus.ExponentialBuckets(1e-6, 4, 12)
 
+// ValidLatencyPair reports whether a completion of op can be polled from
+// queue q: the send queue completes the work requests posted to it, the
+// receive queue receives (with Immediate Data, and after a Write with
+// Immediate Data).
+func ValidLatencyPair(q Queue, op verbs.Opcode) bool {
+	switch q {
+	case QueueSend:
+		switch op {
+		case verbs.OpSend, verbs.OpSendWithInv, verbs.OpWrite, verbs.OpWriteWithImm, verbs.OpRead,
+			verbs.OpFetchAdd, verbs.OpCmpSwap, verbs.OpImm, verbs.OpLocalInv:
+			return true
+		}
+	case QueueRecv:
+		switch op {
+		case verbs.OpRecv, verbs.OpRecvImm, verbs.OpRecvWriteImm:
+			return true
+		}
+	}
+	return false
+}
+
 // NewLatency returns an empty histogram vector.
 func NewLatency() *Latency {
-	l := &Latency{vec: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+	return &Latency{vec: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "xrnic_completion_latency_seconds",
 		Help:    "Time from posting a work request to polling its completion, by work queue and completion opcode (daemon: the receive sink's buffers).",
 		Buckets: LatencyBuckets,
 	}, []string{"queue", "opcode"})}
-	for q := range l.obs {
-		for op := 1; op < maxOpcode; op++ {
-			l.obs[q][op] = l.vec.WithLabelValues(queueNames[q], OpcodeLabel(verbs.Opcode(op)))
-		}
-	}
-	return l
 }
 
-// Observe records one completion.
+// Observe records one completion; a pair that cannot occur is ignored.
 func (l *Latency) Observe(q Queue, op verbs.Opcode, d time.Duration) {
-	if q < numQueues && int(op) > 0 && int(op) < maxOpcode {
-		l.obs[q][op].Observe(d.Seconds())
+	if q >= numQueues || int(op) <= 0 || int(op) >= maxOpcode || !ValidLatencyPair(q, op) {
+		return
 	}
+	c := &l.obs[q][op]
+	c.once.Do(func() { c.o = l.vec.WithLabelValues(queueNames[q], OpcodeLabel(op)) })
+	c.o.Observe(d.Seconds())
 }
 
 // Collector returns the histogram vector for registration.

@@ -4,6 +4,7 @@ import (
 	"runtime"
 	"runtime/debug"
 	"strconv"
+	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -34,6 +35,20 @@ func PageSizeLabel(n int) string {
 	return strconv.Itoa(n)
 }
 
+// pageSizeMetricLabel is the page_size label value of a page size in
+// bytes: lower case, as backing's ("4k", "2m", "1g").
+func pageSizeMetricLabel(n int) string {
+	switch n {
+	case mem.Size4K:
+		return "4k"
+	case mem.Size2M:
+		return "2m"
+	case mem.Size1G:
+		return "1g"
+	}
+	return strconv.Itoa(n)
+}
+
 var qpStates = []verbs.QPState{verbs.QPInit, verbs.QPConnecting, verbs.QPRTS, verbs.QPClosing, verbs.QPError, verbs.QPClosed}
 
 func desc(name, help string, labels ...string) *prometheus.Desc {
@@ -52,7 +67,7 @@ var (
 	descAtomics    = desc("xrnic_atomics_total", "RFC 7306 atomics executed for peers by operation and result (cmp_swap: matched or not_matched).", "operation", "result")
 	descAtomicErrs = desc("xrnic_atomic_errors_total", "Atomic Requests refused before execution (the target check failed), by reason.", "reason")
 	descCheckFails = desc("xrnic_memory_check_failures_total", "Remote memory accesses refused by the STag check, by access kind and reason.", "access", "reason")
-	descTerms      = desc("xrnic_terminates_total", "Terminate messages by direction, layer, error type and error code.", "direction", "layer", "type", "code")
+	descTerms      = desc("xrnic_terminates_total", "Terminate messages by direction (tx: sent, rx: received), layer, error type, error code (as on the wire) and reason; every predeclared error has a series.", "direction", "layer", "type", "code", "reason")
 	descMPA        = desc("xrnic_mpa_negotiations_total", "Incoming MPA connection setups by outcome.", "outcome")
 	descRefused    = desc("xrnic_connections_refused_total", "TCP connections reset before MPA: the peer is not in the --allow list, or --max-setup / --max-setup-per-peer connections are already in MPA setup.")
 	descQPs        = desc("xrnic_qps", "QPs of the daemon by state.", "state")
@@ -153,8 +168,8 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		}
 	}
 
-	termMetrics(ch, "sent", t.TermsSent)
-	termMetrics(ch, "received", t.TermsRecv)
+	termMetrics(ch, "tx", t.TermsSent)
+	termMetrics(ch, "rx", t.TermsRecv)
 
 	for o := MPAOutcome(0); o < numMPAOutcomes; o++ {
 		counter(ch, descMPA, s.mpa[o].Load(), o.String())
@@ -168,12 +183,12 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		}
 	}
 	for _, st := range qpStates {
-		gauge(ch, descQPs, float64(byState[st]), st.String())
+		gauge(ch, descQPs, float64(byState[st]), strings.ToLower(st.String()))
 	}
 
-	reg := map[string]uint64{"4KiB": 0, "2MiB": 0, "1GiB": 0}
+	reg := map[string]uint64{"4k": 0, "2m": 0, "1g": 0}
 	for _, r := range s.Regions() {
-		reg[PageSizeLabel(r.PageSize)] += uint64(r.MR.Len())
+		reg[pageSizeMetricLabel(r.PageSize)] += uint64(r.MR.Len())
 	}
 	for ps, n := range reg {
 		gauge(ch, descRegBytes, float64(n), ps)
@@ -210,8 +225,9 @@ func backingLabel(b mem.Backing) string {
 	return "unknown"
 }
 
-// TermLabels returns the layer, type and code label values of a Terminate
-// error ("unknown" for triples that are not predeclared).
+// TermLabels returns the numeric layer, type and code of a Terminate error
+// as the control API shows them ("unknown" for triples that are not
+// predeclared). The metrics label them with termSeries instead.
 func TermLabels(e *term.Error) (layer, etype, code string) {
 	if e == nil {
 		return "unknown", "unknown", "unknown"
@@ -235,15 +251,83 @@ func hex2(b uint8) string {
 	return string([]byte{digits[b>>4], digits[b&0xF]})
 }
 
-func termMetrics(ch chan<- prometheus.Metric, dir string, m map[*term.Error]uint64) {
-	type key struct{ l, t, c string }
-	agg := map[key]uint64{}
-	for e, n := range m {
-		l, ty, co := TermLabels(e)
-		agg[key{l, ty, co}] += n
+// termSeries are the label values of xrnic_terminates_total for one
+// error: the layer and error type by name, the code as on the wire
+// (RFC 5040 §4.8) and a reason naming the error in words.
+type termSeries struct{ layer, etype, code, reason string }
+
+var termUnknown = termSeries{"unknown", "unknown", "unknown", "unknown"}
+
+// termTypeNames name the error types per layer (RFC 5040 §7.2, RFC 5041
+// §7.2, RFC 5044 §8).
+var termTypeNames = map[term.Layer][]string{
+	term.LayerRDMAP: {"local_catastrophic", "remote_protection", "remote_operation"},
+	term.LayerDDP:   {"local_catastrophic", "tagged", "untagged"},
+	term.LayerLLP:   {"llp"},
+}
+
+// termReasons name every predeclared error; TestTerminateSeries fails when
+// term gains one that is missing here.
+var termReasons = map[*term.Error]string{
+	term.RDMAPLocalCatastrophic:      "rdmap_local_catastrophic",
+	term.RDMAPInvalidSTag:            "rdmap_invalid_stag",
+	term.RDMAPBaseBounds:             "rdmap_base_bounds",
+	term.RDMAPAccessRights:           "rdmap_access_rights",
+	term.RDMAPSTagNotAssociated:      "rdmap_stag_not_associated",
+	term.RDMAPTOWrap:                 "rdmap_to_wrap",
+	term.RDMAPProtectionNoInvalidate: "rdmap_protection_cannot_invalidate",
+	term.RDMAPProtectionUnspecified:  "rdmap_protection_unspecified",
+	term.RDMAPInvalidVersion:         "rdmap_invalid_version",
+	term.RDMAPUnexpectedOpCode:       "rdmap_unexpected_opcode",
+	term.RDMAPCatastrophicStream:     "rdmap_catastrophic_stream",
+	term.RDMAPCatastrophicGlobal:     "rdmap_catastrophic_global",
+	term.RDMAPOperationNoInvalidate:  "rdmap_operation_cannot_invalidate",
+	term.RDMAPOperationUnspecified:   "rdmap_operation_unspecified",
+	term.DDPLocalCatastrophic:        "ddp_local_catastrophic",
+	term.DDPTaggedInvalidSTag:        "ddp_tagged_invalid_stag",
+	term.DDPTaggedBaseBounds:         "ddp_tagged_base_bounds",
+	term.DDPTaggedSTagNotAssociated:  "ddp_tagged_stag_not_associated",
+	term.DDPTaggedTOWrap:             "ddp_tagged_to_wrap",
+	term.DDPTaggedInvalidVersion:     "ddp_tagged_invalid_version",
+	term.DDPUntaggedInvalidQN:        "ddp_untagged_invalid_qn",
+	term.DDPUntaggedNoBuffer:         "ddp_untagged_no_buffer",
+	term.DDPUntaggedMSNRange:         "ddp_untagged_msn_range",
+	term.DDPUntaggedInvalidMO:        "ddp_untagged_invalid_mo",
+	term.DDPUntaggedTooLong:          "ddp_untagged_too_long",
+	term.DDPUntaggedInvalidVersion:   "ddp_untagged_invalid_version",
+	term.MPAConnectionLost:           "mpa_connection_lost",
+	term.MPACRCError:                 "mpa_crc_error",
+	term.MPAMarkerError:              "mpa_marker_error",
+	term.MPAInvalidFrame:             "mpa_invalid_frame",
+	term.MPALocalCatastrophic:        "mpa_local_catastrophic",
+	term.MPAInsufficientIRD:          "mpa_insufficient_ird",
+	term.MPANoMatchingRTR:            "mpa_no_matching_rtr",
+}
+
+// termSeriesOf returns the labels of e (termUnknown for nil, a triple
+// that is not predeclared).
+func termSeriesOf(e *term.Error) termSeries {
+	r, ok := termReasons[e]
+	if e == nil || !ok {
+		return termUnknown
 	}
-	for k, n := range agg {
-		counter(ch, descTerms, n, dir, k.l, k.t, k.c)
+	l, _, _ := TermLabels(e)
+	t := "0x" + strconv.FormatUint(uint64(e.EType), 16)
+	if names := termTypeNames[e.Layer]; int(e.EType) < len(names) {
+		t = names[e.EType]
+	}
+	return termSeries{l, t, "0x" + hex2(e.Code), r}
+}
+
+// termKnown is every predeclared error followed by nil (the unknown ones):
+// each has a series in both directions from the first scrape on, so
+// rate() sees the first Terminate.
+var termKnown = append(term.Known(), nil)
+
+func termMetrics(ch chan<- prometheus.Metric, dir string, m map[*term.Error]uint64) {
+	for _, e := range termKnown {
+		k := termSeriesOf(e)
+		counter(ch, descTerms, m[e], dir, k.layer, k.etype, k.code, k.reason)
 	}
 }
 

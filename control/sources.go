@@ -42,7 +42,7 @@ type XDPSocketStats struct {
 }
 
 // XDPProgramCounter is one counter of the XDP steering program, per CPU
-// (a BPF per-CPU array).
+// (a BPF per-CPU array); the collector exports the sum.
 type XDPProgramCounter struct {
 	Interface string
 	Name      string // e.g. "redirected", "passed", "dropped"
@@ -57,7 +57,7 @@ type XDPSource interface {
 }
 
 var (
-	descTCPSegs    = desc("xrnic_tcp_segments_total", "Segments of the user-space TCP by direction.", "direction")
+	descTCPSegs    = desc("xrnic_tcp_segments_total", "Segments of the user-space TCP by direction (rx, tx).", "direction")
 	descTCPRetrans = desc("xrnic_tcp_retransmitted_segments_total", "Segments retransmitted by the user-space TCP.")
 	descTCPRTO     = desc("xrnic_tcp_rto_events_total", "Retransmission timeouts of the user-space TCP.")
 	descTCPOOO     = desc("xrnic_tcp_out_of_order_segments_total", "Segments received out of order by the user-space TCP.")
@@ -70,7 +70,7 @@ var (
 	descXDPRxFull  = prometheus.NewDesc("xrnic_xdp_rx_ring_full_total", "AF_XDP: frames dropped because the RX ring was full (rx_ring_full).", xdpLabels, nil)
 	descXDPFillEmp = prometheus.NewDesc("xrnic_xdp_fill_ring_empty_total", "AF_XDP: times the fill ring was empty (rx_fill_ring_empty_descs).", xdpLabels, nil)
 	descXDPTxEmpty = prometheus.NewDesc("xrnic_xdp_tx_ring_empty_total", "AF_XDP: times the TX ring was empty (tx_ring_empty_descs).", xdpLabels, nil)
-	descXDPProgram = desc("xrnic_xdp_program_packets_total", "Per-CPU counters of the XDP steering program.", "interface", "counter", "cpu")
+	descXDPProgram = desc("xrnic_xdp_program_packets_total", "Packets by verdict of the XDP steering program (its per-CPU counters summed).", "interface", "counter")
 	tcpDescs       = []*prometheus.Desc{descTCPSegs, descTCPRetrans, descTCPRTO, descTCPOOO, descTCPRTT}
 	xdpDescs       = []*prometheus.Desc{descXDPRxDrop, descXDPRxInv, descXDPTxInv, descXDPRxFull, descXDPFillEmp, descXDPTxEmpty, descXDPProgram}
 )
@@ -89,8 +89,8 @@ func describeXDP(ch chan<- *prometheus.Desc) {
 
 func collectTCP(ch chan<- prometheus.Metric, src TCPSource) {
 	t := src.TCPStats()
-	counter(ch, descTCPSegs, t.SegmentsIn, "in")
-	counter(ch, descTCPSegs, t.SegmentsOut, "out")
+	counter(ch, descTCPSegs, t.SegmentsIn, "rx")
+	counter(ch, descTCPSegs, t.SegmentsOut, "tx")
 	counter(ch, descTCPRetrans, t.Retransmits)
 	counter(ch, descTCPRTO, t.RTOEvents)
 	counter(ch, descTCPOOO, t.OutOfOrder)
@@ -116,9 +116,22 @@ func collectXDP(ch chan<- prometheus.Metric, src XDPSource) {
 		counter(ch, descXDPFillEmp, s.RxFillRingEmptyDescs, s.Interface, q)
 		counter(ch, descXDPTxEmpty, s.TxRingEmptyDescs, s.Interface, q)
 	}
+	// One series per counter and interface: a label per CPU would
+	// multiply the series by the host's CPUs and move with scheduling,
+	// not with anything an operator acts on.
+	type key struct{ iface, name string }
+	sums := map[key]uint64{}
+	var order []key
 	for _, c := range src.XDPProgramCounters() {
-		for cpu, v := range c.PerCPU {
-			counter(ch, descXDPProgram, v, c.Interface, c.Name, strconv.Itoa(cpu))
+		k := key{c.Interface, c.Name}
+		if _, ok := sums[k]; !ok {
+			order = append(order, k)
 		}
+		for _, v := range c.PerCPU {
+			sums[k] += v
+		}
+	}
+	for _, k := range order {
+		counter(ch, descXDPProgram, sums[k], k.iface, k.name)
 	}
 }
