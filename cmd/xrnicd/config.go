@@ -48,6 +48,7 @@ type config struct {
 	Queues         int
 	Listen         string
 	Metrics        string
+	WebConfigFile  string // exporter-toolkit web config (TLS, basic auth) of the --metrics server
 	Socket         string
 	SocketGroup    string
 	Regions        []regionSpec
@@ -107,6 +108,7 @@ func newFlagSet(c *config, out io.Writer) *flag.FlagSet {
 	fs.IntVar(&c.Queues, "queues", 1, "afxdp: receive `queues` served, 0..N-1 (one AF_XDP socket and poll loop each)")
 	fs.StringVar(&c.Listen, "listen", DefaultListen, "MPA listen `HOST:PORT` (7306: no IANA port exists for iWARP MPA; 7306 recalls RFC 7306)")
 	fs.StringVar(&c.Metrics, "metrics", DefaultMetrics, "HTTP `HOST:PORT` for /metrics, /healthz, /readyz (\"off\" disables)")
+	fs.StringVar(&c.WebConfigFile, "web.config.file", "", "Prometheus exporter-toolkit web config `file` for --metrics: TLS (tls_server_config) and basic auth (basic_auth_users, bcrypt hashes); re-read on each connection; empty: plain HTTP")
 	fs.StringVar(&c.Socket, "socket", DefaultSocket, "control socket `path` (mode 0660; xrnicctl talks to it)")
 	fs.StringVar(&c.SocketGroup, "socket-group", "", "`group` owning the control socket (its members may use xrnicctl)")
 	fs.Var(listFlag{set: func(s string) error {

@@ -226,6 +226,10 @@ func start(cfg config, log *slog.Logger) (d *daemon, err error) {
 		"crc", !cfg.NoCRC, "markers", cfg.Markers, "max_qps", cfg.MaxQPs, "max_setup", cfg.MaxSetup, "max_ord", cfg.MaxORD, "max_ird", cfg.MaxIRD)
 
 	if cfg.Metrics != "" && cfg.Metrics != "off" {
+		// A bad web config file fails start-up, not every scrape.
+		if err := control.ValidateWebConfig(cfg.WebConfigFile); err != nil {
+			return d, fmt.Errorf("--web.config.file %s: %w", cfg.WebConfigFile, err)
+		}
 		if d.httpLn, err = net.Listen("tcp", cfg.Metrics); err != nil {
 			return d, startError("--metrics "+cfg.Metrics, err)
 		}
@@ -235,9 +239,9 @@ func start(cfg config, log *slog.Logger) (d *daemon, err error) {
 		d.httpSrv = control.NewHTTPServer(d.httpLn, control.HTTPHandler(d.state, reg), control.ServerConfig{
 			MaxConns: cfg.HTTPMaxConns, ReadTimeout: cfg.HTTPReadTimeout, WriteTimeout: cfg.HTTPWriteTimeout, IdleTimeout: cfg.HTTPIdle,
 			Stats: d.httpStats, Log: d.rlog.Log})
-		go d.httpSrv.Serve()
+		go d.httpSrv.ServeWebConfig(cfg.WebConfigFile, log.With("server", "metrics"))
 		log.Info("serving metrics", "addr", d.state.Metrics, "paths", "/metrics /healthz /readyz", "max_conns", cfg.HTTPMaxConns,
-			"read_timeout", cfg.HTTPReadTimeout, "write_timeout", cfg.HTTPWriteTimeout, "idle_timeout", cfg.HTTPIdle)
+			"read_timeout", cfg.HTTPReadTimeout, "write_timeout", cfg.HTTPWriteTimeout, "idle_timeout", cfg.HTTPIdle, "web_config", cfg.WebConfigFile)
 	}
 
 	gid := -1
