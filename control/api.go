@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	"xrnic/verbs"
 	"xrnic/wire/term"
 )
 
@@ -33,6 +34,53 @@ type StatusInfo struct {
 	MaxQPs        int       `json:"max_qps"`
 	MaxORD        int       `json:"max_ord"`
 	MaxIRD        int       `json:"max_ird"`
+	// Device is the device view of ibv_devinfo -v: transport, interface,
+	// XDP and capabilities.
+	Device DeviceInfo `json:"device"`
+	// Listeners are the daemon's listening addresses.
+	Listeners []ListenerInfo `json:"listeners"`
+}
+
+// DeviceInfo describes the daemon's device (verbs.Device.Attributes).
+type DeviceInfo struct {
+	Transport string `json:"transport"` // "iWARP"
+	LLP       string `json:"llp"`       // "kernel" (kernel TCP) or "afxdp" (user-space TCP over AF_XDP)
+	MPARev    int    `json:"mpa_rev"`   // the MPA revision Dial uses by default
+	CRC       bool   `json:"crc"`       // MPA CRCs on by default
+	Markers   bool   `json:"markers"`   // MPA markers supported
+
+	// Interface, Ifindex, Addr and MTU describe the afxdp interface
+	// (empty over kernel TCP: the kernel routes).
+	Interface string `json:"interface,omitempty"`
+	Ifindex   int    `json:"ifindex,omitempty"`
+	Addr      string `json:"addr,omitempty"`
+	MTU       int    `json:"mtu,omitempty"`
+	// XDPMode is the XDP attach mode ("native" or "generic"; "" over
+	// kernel TCP), XDPModeReason why it differs from the one asked.
+	XDPMode       string `json:"xdp_mode,omitempty"`
+	XDPModeReason string `json:"xdp_mode_reason,omitempty"`
+	Queues        int    `json:"queues,omitempty"`
+	// ZeroCopy is AF_XDP zero-copy (false: copy mode); nil over kernel TCP.
+	ZeroCopy *bool `json:"zero_copy,omitempty"`
+
+	MaxQPs        int    `json:"max_qp"`
+	MaxWR         int    `json:"max_qp_wr"`
+	MaxSGE        int    `json:"max_sge"`
+	MaxCQE        int    `json:"max_cqe"`
+	MaxMR         int    `json:"max_mr"`
+	MaxMRSize     uint64 `json:"max_mr_size"`
+	MaxMsgSize    uint32 `json:"max_msg_sz"`
+	MaxORD        int    `json:"max_qp_init_rd_atom"` // ORD
+	MaxIRD        int    `json:"max_qp_rd_atom"`      // IRD
+	AtomicCap     string `json:"atomic_cap"`          // IBV_ATOMIC_GLOB, IBV_ATOMIC_HCA or IBV_ATOMIC_NONE
+	MaskedAtomics bool   `json:"masked_atomics"`
+	ImmediateData bool   `json:"immediate_data"`
+}
+
+// ListenerInfo is one listening address of the daemon.
+type ListenerInfo struct {
+	Kind    string `json:"kind"`    // "mpa" (iWARP connections) or "metrics" (HTTP)
+	Address string `json:"address"` // HOST:PORT
 }
 
 // QPInfo is one element of /v1/qps.
@@ -46,11 +94,26 @@ type QPInfo struct {
 	IRD        int       `json:"ird"`
 	ORD        int       `json:"ord"`
 	PeerToPeer bool      `json:"peer_to_peer"`
-	TxMsgs     uint64    `json:"tx_msgs"`
-	RxMsgs     uint64    `json:"rx_msgs"`
-	TxBytes    uint64    `json:"tx_bytes"`
-	RxBytes    uint64    `json:"rx_bytes"`
-	Error      string    `json:"error,omitempty"` // the Terminate that moved it to error
+	// LocalAddr and RemoteAddr are the LLP connection's addresses
+	// (HOST:PORT; empty where the transport does not know one).
+	LocalAddr  string `json:"local_addr"`
+	RemoteAddr string `json:"remote_addr"`
+	// SQDepth and RQDepth are the queues' depths (max_send_wr,
+	// max_recv_wr); SQOutstanding the sends posted and not completed,
+	// RQPosted the receives posted and not consumed; ORDOutstanding our
+	// Reads and Atomics awaiting a response, IRDOutstanding the peer's
+	// being answered.
+	SQDepth        int    `json:"sq_depth"`
+	RQDepth        int    `json:"rq_depth"`
+	SQOutstanding  int    `json:"sq_outstanding"`
+	RQPosted       int    `json:"rq_posted"`
+	ORDOutstanding int    `json:"ord_outstanding"`
+	IRDOutstanding int    `json:"ird_outstanding"`
+	TxMsgs         uint64 `json:"tx_msgs"`
+	RxMsgs         uint64 `json:"rx_msgs"`
+	TxBytes        uint64 `json:"tx_bytes"`
+	RxBytes        uint64 `json:"rx_bytes"`
+	Error          string `json:"error,omitempty"` // the Terminate that moved it to error
 }
 
 // RegionInfo is one element of /v1/regions (and of `xrnicctl region list -j`).
@@ -106,7 +169,44 @@ func StatusOf(s *State) StatusInfo {
 		Version: s.Version, PID: os.Getpid(), Transport: s.Transport, Listen: s.Listen, Metrics: s.Metrics,
 		Allow: allow, Started: s.Started, UptimeSeconds: time.Since(s.Started).Seconds(), Ready: s.Ready(),
 		QPs: len(s.QPs()), Regions: len(s.Regions()), MaxQPs: a.MaxQPs, MaxORD: a.MaxORD, MaxIRD: a.MaxIRD,
+		Device: DeviceOf(a), Listeners: listenersOf(s),
 	}
+}
+
+// DeviceOf builds the device view of StatusInfo from the attributes.
+func DeviceOf(a verbs.Attributes) DeviceInfo {
+	d := DeviceInfo{Transport: a.Transport, LLP: a.LLP, MPARev: int(a.MPARev), CRC: a.CRC, Markers: a.Markers,
+		MaxQPs: a.MaxQPs, MaxWR: a.MaxWR, MaxSGE: a.MaxSGE, MaxCQE: a.MaxCQE, MaxMR: a.MaxMR, MaxMRSize: a.MaxMRSize,
+		MaxMsgSize: a.MaxMsgSize, MaxORD: a.MaxORD, MaxIRD: a.MaxIRD, AtomicCap: a.AtomicCap.String(),
+		MaskedAtomics: a.MaskedAtomics, ImmediateData: a.ImmediateData}
+	if x := a.XDP; x != nil {
+		zc := x.ZeroCopy
+		d.Interface, d.Ifindex, d.MTU, d.XDPMode, d.XDPModeReason, d.Queues, d.ZeroCopy =
+			x.Iface, x.Ifindex, x.MTU, x.Mode, x.Reason, x.Queues, &zc
+		if x.Addr.IsValid() {
+			d.Addr = x.Addr.String()
+		}
+	}
+	return d
+}
+
+func listenersOf(s *State) []ListenerInfo {
+	out := []ListenerInfo{}
+	if s.Listen != "" {
+		out = append(out, ListenerInfo{"mpa", s.Listen})
+	}
+	if s.Metrics != "" {
+		out = append(out, ListenerInfo{"metrics", s.Metrics})
+	}
+	return out
+}
+
+// addrText is a net.Addr as HOST:PORT, "" for nil.
+func addrText(a net.Addr) string {
+	if a == nil {
+		return ""
+	}
+	return a.String()
 }
 
 // QPsOf builds /v1/qps.
@@ -115,7 +215,11 @@ func QPsOf(s *State) []QPInfo {
 	for _, e := range s.QPs() {
 		ci, st := e.QP.ConnInfo(), e.QP.Stats()
 		q := QPInfo{Num: e.QP.Num(), State: e.QP.State().String(), Peer: e.Peer, Created: e.Created,
-			MPARev: int(ci.MPARev), CRC: ci.CRC, IRD: ci.IRD, ORD: ci.ORD, PeerToPeer: ci.PeerToPeer}
+			MPARev: int(ci.MPARev), CRC: ci.CRC, IRD: ci.IRD, ORD: ci.ORD, PeerToPeer: ci.PeerToPeer,
+			LocalAddr: addrText(ci.LocalAddr), RemoteAddr: addrText(ci.RemoteAddr)}
+		qs := e.QP.Queues()
+		q.SQDepth, q.RQDepth, q.SQOutstanding, q.RQPosted, q.ORDOutstanding, q.IRDOutstanding =
+			qs.SQDepth, qs.RQDepth, qs.SQOutstanding, qs.RQPosted, qs.ORDOutstanding, qs.IRDOutstanding
 		for i := range st.TxMsgs {
 			q.TxMsgs += st.TxMsgs[i]
 			q.RxMsgs += st.RxMsgs[i]

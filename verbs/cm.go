@@ -58,6 +58,10 @@ type ConnInfo struct {
 	// (HasPeerIRDORD), which RFC 6581 §9.1 asks to hand to the ULP.
 	PeerIRD, PeerORD int
 	HasPeerIRDORD    bool
+	// LocalAddr and RemoteAddr are the LLP connection's addresses and
+	// ports (rdma_get_local_addr, rdma_get_peer_addr); nil where the
+	// transport does not know one.
+	LocalAddr, RemoteAddr net.Addr
 }
 
 // ConnRequestInfo describes an incoming connection request.

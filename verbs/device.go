@@ -136,11 +136,14 @@ type Attributes struct {
 	CRC     bool  // MPA CRC on by default (RFC 5044 §4.4)
 	Markers bool  // MPA markers can be generated and accepted
 
-	MaxQPs     int
-	MaxWR      int // per queue (max_qp_wr)
-	MaxSGE     int // per WR (max_sge)
-	MaxCQE     int // per CQ (max_cqe)
-	MaxMR      int // (max_mr)
+	MaxQPs int
+	MaxWR  int // per queue (max_qp_wr)
+	MaxSGE int // per WR (max_sge)
+	MaxCQE int // per CQ (max_cqe)
+	MaxMR  int // (max_mr)
+	// MaxMRSize is the largest region (max_mr_size): any byte slice, the
+	// tagged offsets of a region spanning at most the 64-bit TO space.
+	MaxMRSize  uint64
 	MaxORD     int // per QP (max_qp_init_rd_atom)
 	MaxIRD     int // per QP (max_qp_rd_atom)
 	MaxMsgSize uint32

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"net"
 
 	"xrnic/atomics"
@@ -46,7 +47,7 @@ func (k *kernelDev) attributes() Attributes {
 	out := Attributes{
 		Transport: a.Transport, LLP: k.llp, MPARev: a.MPARev, CRC: a.CRC, Markers: a.Markers,
 		MaxQPs: a.MaxQPs, MaxWR: a.MaxWR, MaxSGE: a.MaxSGE, MaxCQE: a.MaxCQE, MaxMR: a.MaxMR,
-		MaxORD: a.MaxORD, MaxIRD: a.MaxIRD, MaxMsgSize: a.MaxMsgSize,
+		MaxORD: a.MaxORD, MaxIRD: a.MaxIRD, MaxMsgSize: a.MaxMsgSize, MaxMRSize: math.MaxInt,
 		MaskedAtomics: a.MaskedAtomics, ImmediateData: true,
 	}
 	if k.xdp != nil {
@@ -271,8 +272,11 @@ func (q *kernelQP) connInfo() ConnInfo {
 	if c.HasEnhanced {
 		out.HasPeerIRDORD, out.PeerIRD, out.PeerORD = true, int(c.PeerEnhanced.IRD), int(c.PeerEnhanced.ORD)
 	}
+	out.LocalAddr, out.RemoteAddr = q.qp.Addrs()
 	return out
 }
+
+func (q *kernelQP) queues() QueueInfo { return q.qp.Queues() }
 
 func (q *kernelQP) state() QPState { return q.qp.State() }
 

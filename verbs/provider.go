@@ -67,6 +67,7 @@ type qpImpl interface {
 	connect(ctx context.Context, addr string, p *ConnParam) error
 	probe(ctx context.Context, stag uint32, to uint64) (ProbeResult, error)
 	connInfo() ConnInfo
+	queues() QueueInfo
 	state() QPState
 	err() error
 	peerTerminate() *term.Error

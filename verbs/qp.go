@@ -5,6 +5,7 @@ import (
 	"sync"
 	"time"
 
+	"xrnic/internal/engine"
 	"xrnic/wire/term"
 )
 
@@ -98,6 +99,13 @@ func (qp *QP) PeerTerminate() *term.Error { return qp.q.peerTerminate() }
 // ConnInfo returns the negotiated connection parameters (valid once
 // connected).
 func (qp *QP) ConnInfo() ConnInfo { return qp.q.connInfo() }
+
+// QueueInfo is the depth and occupancy of a QP's queues (ibv_query_qp's
+// max_send_wr and max_recv_wr, plus what is posted now).
+type QueueInfo = engine.QueueInfo
+
+// Queues returns the QP's queue depths and how much of them is in use.
+func (qp *QP) Queues() QueueInfo { return qp.q.queues() }
 
 // PostSend posts a send work request (ibv_post_send). It copies wr and its
 // SGL, returns at once and never allocates; the WR completes on the send

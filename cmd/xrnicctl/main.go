@@ -473,18 +473,93 @@ func (c *cli) status() error {
 	if c.json {
 		return c.printJSON(s)
 	}
+	c.table("FIELD\tVALUE", statusRows(s))
+	return nil
+}
+
+func yesNo(b bool) string {
+	if b {
+		return "yes"
+	}
+	return "no"
+}
+
+// statusRows are the lines of status: the daemon, then its device as
+// ibv_devinfo -v shows one, then its listeners.
+func statusRows(s control.StatusInfo) [][]string {
 	allow := strings.Join(s.Allow, ", ")
 	if allow == "" {
 		allow = "all peers"
 	}
-	c.table("FIELD\tVALUE", [][]string{
+	rows := [][]string{
 		{"version", s.Version}, {"pid", strconv.Itoa(s.PID)}, {"ready", strconv.FormatBool(s.Ready)},
 		{"transport", s.Transport}, {"listen", s.Listen}, {"metrics", s.Metrics}, {"allow", allow},
 		{"uptime", (time.Duration(s.UptimeSeconds * float64(time.Second))).Round(time.Second).String()},
 		{"qps", fmt.Sprintf("%d (max %d)", s.QPs, s.MaxQPs)}, {"regions", strconv.Itoa(s.Regions)},
 		{"ord/ird", fmt.Sprintf("%d/%d", s.MaxORD, s.MaxIRD)},
-	})
-	return nil
+	}
+	d := s.Device
+	if d.Transport == "" { // an older xrnicd
+		return rows
+	}
+	crc := "on"
+	if !d.CRC {
+		crc = "off"
+	}
+	markers := "supported"
+	if !d.Markers {
+		markers = "not supported"
+	}
+	llp := "kernel TCP sockets"
+	if d.LLP == "afxdp" {
+		llp = "user-space TCP over AF_XDP"
+	}
+	rows = append(rows,
+		[]string{"device", fmt.Sprintf("%s over %s (MPA rev %d, CRC %s, markers %s)", d.Transport, llp, d.MPARev, crc, markers)})
+	if d.Interface != "" {
+		iface := fmt.Sprintf("%s (ifindex %d)", d.Interface, d.Ifindex)
+		if d.Addr != "" {
+			iface = fmt.Sprintf("%s (ifindex %d, %s)", d.Interface, d.Ifindex, d.Addr)
+		}
+		xdp := d.XDPMode
+		if d.XDPModeReason != "" {
+			xdp += " (" + d.XDPModeReason + ")"
+		}
+		zc := "copy"
+		if d.ZeroCopy != nil && *d.ZeroCopy {
+			zc = "zero-copy"
+		}
+		rows = append(rows, []string{"interface", iface}, []string{"mtu", strconv.Itoa(d.MTU)},
+			[]string{"xdp_mode", xdp}, []string{"queues", strconv.Itoa(d.Queues)}, []string{"af_xdp", zc})
+	} else {
+		rows = append(rows, []string{"interface", "- (the kernel routes)"}, []string{"xdp_mode", "- (no XDP)"})
+	}
+	rows = append(rows,
+		[]string{"max_qp", strconv.Itoa(d.MaxQPs)}, []string{"max_qp_wr", strconv.Itoa(d.MaxWR)},
+		[]string{"max_sge", strconv.Itoa(d.MaxSGE)}, []string{"max_cqe", strconv.Itoa(d.MaxCQE)},
+		[]string{"max_mr", strconv.Itoa(d.MaxMR)}, []string{"max_mr_size", fmt.Sprintf("0x%x", d.MaxMRSize)},
+		[]string{"max_msg_sz", fmt.Sprintf("0x%x (%s)", d.MaxMsgSize, sizeText(uint64(d.MaxMsgSize)))},
+		[]string{"max_qp_init_rd_atom", fmt.Sprintf("%d (ORD)", d.MaxORD)},
+		[]string{"max_qp_rd_atom", fmt.Sprintf("%d (IRD)", d.MaxIRD)},
+		[]string{"atomic_cap", d.AtomicCap}, []string{"masked_atomics", yesNo(d.MaskedAtomics)},
+		[]string{"immediate_data", yesNo(d.ImmediateData)})
+	for _, l := range s.Listeners {
+		rows = append(rows, []string{"listener", l.Kind + " " + l.Address})
+	}
+	return rows
+}
+
+// sizeText is n bytes in the largest binary unit that divides it.
+func sizeText(n uint64) string {
+	for _, u := range []struct {
+		s string
+		v uint64
+	}{{"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}} {
+		if n >= u.v && n%u.v == 0 {
+			return fmt.Sprintf("%d %s", n/u.v, u.s)
+		}
+	}
+	return fmt.Sprintf("%d bytes", n)
 }
 
 func (c *cli) qpList() error {
@@ -495,14 +570,32 @@ func (c *cli) qpList() error {
 	if c.json {
 		return c.printJSON(qs)
 	}
+	c.table(qpHeader, qpRows(qs))
+	return nil
+}
+
+const qpHeader = "QP\tSTATE\tLOCAL\tREMOTE\tMPA\tCRC\tIRD/ORD\tSQ\tRQ\tRD_OUT\tTX_MSGS\tRX_MSGS\tERROR"
+
+// qpRows are the lines of qp list: SQ is outstanding/depth, RQ
+// posted/depth, RD_OUT our outstanding Reads+Atomics/the peer's being
+// answered.
+func qpRows(qs []control.QPInfo) [][]string {
 	var rows [][]string
 	for _, q := range qs {
-		rows = append(rows, []string{strconv.FormatUint(uint64(q.Num), 10), q.State, q.Peer, strconv.Itoa(q.MPARev),
-			strconv.FormatBool(q.CRC), fmt.Sprintf("%d/%d", q.IRD, q.ORD), strconv.FormatUint(q.TxMsgs, 10),
+		local, remote := q.LocalAddr, q.RemoteAddr
+		if local == "" {
+			local = "-"
+		}
+		if remote == "" {
+			remote = q.Peer
+		}
+		rows = append(rows, []string{strconv.FormatUint(uint64(q.Num), 10), q.State, local, remote, strconv.Itoa(q.MPARev),
+			strconv.FormatBool(q.CRC), fmt.Sprintf("%d/%d", q.IRD, q.ORD),
+			fmt.Sprintf("%d/%d", q.SQOutstanding, q.SQDepth), fmt.Sprintf("%d/%d", q.RQPosted, q.RQDepth),
+			fmt.Sprintf("%d/%d", q.ORDOutstanding, q.IRDOutstanding), strconv.FormatUint(q.TxMsgs, 10),
 			strconv.FormatUint(q.RxMsgs, 10), q.Error})
 	}
-	c.table("QP\tSTATE\tPEER\tMPA\tCRC\tIRD/ORD\tTX_MSGS\tRX_MSGS\tERROR", rows)
-	return nil
+	return rows
 }
 
 func (c *cli) regionList() error {

@@ -411,6 +411,21 @@ type ConnRequest struct {
 	peer netip.Addr // the listener's per-peer key
 }
 
+// Addrs returns the local and remote addresses of the QP's LLP connection
+// (nil where the LLP does not know one, and before the QP is connected).
+func (qp *QP) Addrs() (local, remote net.Addr) {
+	qp.mu.Lock()
+	llp := qp.llp
+	qp.mu.Unlock()
+	if llp == nil {
+		return nil, nil
+	}
+	if l, ok := llp.(interface{ LocalAddr() net.Addr }); ok {
+		local = l.LocalAddr()
+	}
+	return local, peerAddr(llp)
+}
+
 // peerAddr returns the LLP's remote address, or nil.
 func peerAddr(llp LLP) net.Addr {
 	if l, ok := llp.(interface{ RemoteAddr() net.Addr }); ok {

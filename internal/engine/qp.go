@@ -289,6 +289,24 @@ func (qp *QP) ConnInfo() ConnInfo {
 	return qp.conn
 }
 
+// QueueInfo is the depth and occupancy of a QP's queues.
+type QueueInfo struct {
+	SQDepth, RQDepth int // work requests each queue holds
+	SQOutstanding    int // send WRs posted and not yet completed
+	RQPosted         int // receive WRs posted and not yet consumed
+	ORDOutstanding   int // our Reads and Atomics awaiting a response
+	IRDOutstanding   int // the peer's Reads and Atomics being answered
+}
+
+// Queues returns the QP's queue depths and how much of them is in use.
+func (qp *QP) Queues() QueueInfo {
+	qp.mu.Lock()
+	defer qp.mu.Unlock()
+	return QueueInfo{SQDepth: qp.sqLen(), RQDepth: len(qp.rq), SQOutstanding: int(qp.sqTail - qp.sqHead),
+		RQPosted: int(qp.rqTail - qp.rqHead), ORDOutstanding: int(qp.ordTail - qp.ordHead),
+		IRDOutstanding: int(qp.irdTail - qp.irdHead)}
+}
+
 // PeerTerminate returns the error of the Terminate received from the peer,
 // or nil.
 func (qp *QP) PeerTerminate() *term.Error {
