@@ -135,12 +135,12 @@ func TestIntegrationDaemonAFXDP(t *testing.T) {
 			// 8 connections, each at least handshake, MPA frame, one
 			// operation and FIN each way: 4 segments in and out.
 			{"xrnic_xdp_program_packets_total", []string{"interface", devA, "counter", "redirected"}, 32},
-			{"xrnic_tcp_segments_total", []string{"direction", "in"}, 32},
-			{"xrnic_tcp_segments_total", []string{"direction", "out"}, 32},
+			{"xrnic_tcp_segments_total", []string{"direction", "rx"}, 32},
+			{"xrnic_tcp_segments_total", []string{"direction", "tx"}, 32},
 			// Every handshake times its SYN: at least one RTT sample each.
 			{"xrnic_tcp_rtt_seconds_count", nil, 8},
 			{"xrnic_atomics_total", []string{"operation", "cmp_swap"}, 2},
-			{"xrnic_terminates_total", []string{"direction", "sent"}, 1},
+			{"xrnic_terminates_total", []string{"direction", "tx"}, 1},
 		} {
 			if g := grew(c.name, c.pairs...); g < c.min {
 				return fmt.Sprintf("%s%v grew by %v, want at least %v", c.name, c.pairs, g, c.min)

@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"os"
 	"os/exec"
@@ -19,7 +20,9 @@ import (
 	"testing"
 	"time"
 
+	"xrnic/control"
 	"xrnic/internal/daemontest"
+	"xrnic/verbs"
 )
 
 func TestMain(m *testing.M) { daemontest.Main(m) }
@@ -239,7 +242,9 @@ func TestIntegrationDaemon(t *testing.T) {
 			{"xrnic_atomics_total", []string{"operation", "cmp_swap", "result", "not_matched"}, 1},
 			{"xrnic_atomic_errors_total", []string{"reason", "invalid_stag"}, 1},
 			{"xrnic_atomic_errors_total", []string{"reason", "access"}, 1},
-			{"xrnic_terminates_total", []string{"direction", "sent"}, 3},
+			{"xrnic_terminates_total", []string{"direction", "tx"}, 3},
+			// The probe of STag 0: an RDMAP invalid STag Terminate.
+			{"xrnic_terminates_total", []string{"direction", "tx", "reason", "rdmap_invalid_stag"}, 1},
 			{"xrnic_rdmap_messages_total", []string{"direction", "rx", "opcode", "atomic_request"}, 9},
 			{"xrnic_rdmap_messages_total", []string{"direction", "rx", "opcode", "write"}, 3},
 			// 5 reads, and the zero-length Read with which each of the 5
@@ -262,7 +267,7 @@ func TestIntegrationDaemon(t *testing.T) {
 		if n := sum(after, "xrnic_mpa_negotiations_total", "outcome", "accepted"); n < 18 {
 			return fmt.Sprintf("accepted MPA negotiations %v", n)
 		}
-		if n := sum(after, "xrnic_qps", "state", "RTS"); n != 0 {
+		if n := sum(after, "xrnic_qps", "state", "rts"); n != 0 {
 			return fmt.Sprintf("QPs in RTS after every xrnicctl exited: %v", n)
 		}
 		return ""
@@ -400,8 +405,60 @@ func testPrometheus(t *testing.T, d *daemon) {
 
 var metricName = regexp.MustCompile(`\b(xrnic_[a-z0-9_]+|go_[a-z0-9_]+|process_[a-z0-9_]+|up)\b`)
 
+var (
+	selector  = regexp.MustCompile(`\b(xrnic_[a-z0-9_]+)\{([^}]*)\}`)
+	labelPair = regexp.MustCompile(`[a-z_]+="[^"]*"`)
+)
+
+// stand-in afxdp sources for afxdpSeries.
+type fakeTCP struct{}
+
+func (fakeTCP) TCPStats() control.TCPStats {
+	return control.TCPStats{SegmentsIn: 1, SegmentsOut: 1, RTTBounds: []float64{0.001}, RTTBuckets: []uint64{1}, RTTCount: 1}
+}
+
+type fakeXDP struct{}
+
+func (fakeXDP) XDPSocketStats() []control.XDPSocketStats {
+	return []control.XDPSocketStats{{Interface: "eth0", Queue: 0}}
+}
+
+func (fakeXDP) XDPProgramCounters() []control.XDPProgramCounter {
+	var out []control.XDPProgramCounter
+	for _, n := range []string{"redirected", "passed", "malformed", "no_socket", "fault_dropped", "fault_corrupted"} {
+		out = append(out, control.XDPProgramCounter{Interface: "eth0", Name: n, PerCPU: []uint64{0, 0}})
+	}
+	return out
+}
+
+// afxdpSeries returns the xrnic_tcp_* and xrnic_xdp_* series the collector
+// exports with the afxdp transport's sources, as served.
+func afxdpSeries(t *testing.T) map[string]float64 {
+	t.Helper()
+	dev, err := verbs.Open(verbs.DeviceConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dev.Close()
+	st := control.NewState(dev)
+	srv := httptest.NewServer(control.HTTPHandler(st, control.NewRegistry(st, control.Options{NoProcess: true, TCP: fakeTCP{}, XDP: fakeXDP{}})))
+	defer srv.Close()
+	out := map[string]float64{}
+	for k, v := range scrape(t, strings.TrimPrefix(srv.URL, "http://")) {
+		if strings.HasPrefix(k, "xrnic_tcp_") || strings.HasPrefix(k, "xrnic_xdp_") {
+			out[k] = v
+		}
+	}
+	if len(out) < 10 {
+		t.Fatalf("only %d afxdp series from the collector", len(out))
+	}
+	return out
+}
+
 // testDashboard checks that every metric the Grafana dashboard queries is
-// exported by the daemon (histogram queries name the _bucket series).
+// exported by the daemon (histogram queries name the _bucket series), the
+// afxdp families by the collector with stand-in sources, and that every
+// label value a selector matches exactly exists.
 func testDashboard(t *testing.T, exported map[string]float64) {
 	b, err := os.ReadFile("grafana/xrnic-dashboard.json")
 	if err != nil {
@@ -423,12 +480,26 @@ func testDashboard(t *testing.T, exported map[string]float64) {
 	if err := json.Unmarshal(b, &dash); err != nil {
 		t.Fatal(err)
 	}
+	// The afxdp families are absent from a kernel daemon: take them from
+	// the collector with stand-in sources.
+	all := map[string]float64{}
+	for k, v := range exported {
+		all[k] = v
+	}
+	for k, v := range afxdpSeries(t) {
+		all[k] = v
+	}
 	names := map[string]bool{"up": true} // added by Prometheus itself
-	for k := range exported {
+	pairs := map[string]bool{}           // name label="value"
+	for k := range all {
+		name, labels := k, ""
 		if i := strings.IndexByte(k, '{'); i >= 0 {
-			k = k[:i]
+			name, labels = k[:i], k[i+1:len(k)-1]
 		}
-		names[k] = true
+		names[name] = true
+		for _, lp := range labelPair.FindAllString(labels, -1) {
+			pairs[name+" "+lp] = true
+		}
 	}
 	var exprs []string
 	for _, p := range dash.Panels {
@@ -448,6 +519,17 @@ func testDashboard(t *testing.T, exported map[string]float64) {
 			checked++
 			if !names[n] {
 				t.Errorf("dashboard queries %s, which the daemon does not export (in %q)", n, e)
+			}
+		}
+		// Every label="value" a selector matches exactly names a series.
+		for _, m := range selector.FindAllStringSubmatch(e, -1) {
+			for _, lp := range labelPair.FindAllString(m[2], -1) {
+				if strings.HasPrefix(lp, "instance=") || strings.HasPrefix(lp, "job=") {
+					continue
+				}
+				if !pairs[m[1]+" "+lp] {
+					t.Errorf("dashboard selects %s{%s}, which no exported series has (in %q)", m[1], lp, e)
+				}
 			}
 		}
 	}
