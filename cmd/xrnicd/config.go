@@ -3,16 +3,18 @@ package main
 import (
 	"bufio"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"net/netip"
 	"os"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/spf13/pflag"
 
 	"xrnic/control"
 	"xrnic/mem"
@@ -95,11 +97,13 @@ func (l listFlag) String() string {
 	return l.str()
 }
 func (l listFlag) Set(s string) error { return l.set(s) }
+func (l listFlag) Type() string       { return "value" }
 
 // newFlagSet declares every option of xrnicd on fs, writing into c.
-func newFlagSet(c *config, out io.Writer) *flag.FlagSet {
-	fs := flag.NewFlagSet("xrnicd", flag.ContinueOnError)
+func newFlagSet(c *config, out io.Writer) *pflag.FlagSet {
+	fs := pflag.NewFlagSet("xrnicd", pflag.ContinueOnError)
 	fs.SetOutput(out)
+	fs.SortFlags = false
 	fs.StringVar(&c.ConfigFile, "config", "", "config `file`: one option per line, \"key value\" (keys as the flags, without --; repeat repeatable keys; # comments); flags given on the command line win")
 	fs.StringVar(&c.Transport, "transport", "", "`kernel|afxdp` (default: afxdp when --iface is given and the host allows it, else kernel; the choice is logged)")
 	fs.StringVar(&c.Iface, "iface", "", "network `interface` for the afxdp transport (its IPv4 address is the one served; also selects afxdp by default)")
@@ -199,17 +203,21 @@ func defaultConfig() config {
 func parseArgs(args []string, out io.Writer) (config, error) {
 	c := defaultConfig()
 	fs := newFlagSet(&c, out)
-	// The flag package prints its error before some 50 lines of usage;
-	// run prints the error alone and points to --help, which prints
-	// the usage here.
+	showVersion := fs.Bool("version", false, "print the version and exit")
+	// pflag prints its error before some 50 lines of usage; run prints
+	// the error alone and points to --help, which prints the usage here.
 	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
 	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			fs.SetOutput(out)
+		if errors.Is(err, pflag.ErrHelp) {
 			fmt.Fprintln(out, "usage: xrnicd [options] (see deploy/README.md); options:")
-			fs.PrintDefaults()
+			fmt.Fprint(out, fs.FlagUsages())
+			return c, err
 		}
-		return c, err
+		return c, flagError(err)
+	}
+	if *showVersion {
+		return c, errVersion
 	}
 	if fs.NArg() > 0 {
 		return c, fmt.Errorf("unexpected argument %q (options start with --)", fs.Arg(0))
@@ -218,7 +226,7 @@ func parseArgs(args []string, out io.Writer) (config, error) {
 		return c, nil
 	}
 	set := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	fs.Visit(func(f *pflag.Flag) { set[f.Name] = true })
 	f, err := os.Open(c.ConfigFile)
 	if err != nil {
 		return c, fmt.Errorf("config: %w", err)
@@ -240,7 +248,7 @@ func parseArgs(args []string, out io.Writer) (config, error) {
 		}
 		key = strings.TrimPrefix(key, "--")
 		fl := fs.Lookup(key)
-		if fl == nil || key == "config" {
+		if fl == nil || key == "config" || key == "version" {
 			return c, fmt.Errorf("config %s:%d: unknown key %q (keys are the flag names)", c.ConfigFile, n, key)
 		}
 		if set[key] {
@@ -252,6 +260,7 @@ func parseArgs(args []string, out io.Writer) (config, error) {
 			}
 		}
 		if err := fs.Set(key, val); err != nil {
+			err = flagError(err)
 			return c, fmt.Errorf("config %s:%d: %s: %w", c.ConfigFile, n, key, err)
 		}
 	}
@@ -259,6 +268,32 @@ func parseArgs(args []string, out io.Writer) (config, error) {
 }
 
 // parseSize parses a byte count with an optional K, M or G (binary) suffix.
+// errVersion is parseArgs's answer to --version: run prints the version.
+var errVersion = errors.New("version requested")
+
+var pflagInvalid = regexp.MustCompile(`^invalid argument "(.*)" for "(?:-., )?--([^"]+)" flag: (.*)$`)
+
+// flagError gives pflag's errors the wording of the flag package's, which
+// the tests, scripts and operators know.
+func flagError(err error) error {
+	msg := err.Error()
+	if name, ok := strings.CutPrefix(msg, "unknown flag: --"); ok {
+		return errors.New("flag provided but not defined: -" + name)
+	}
+	if rest, ok := strings.CutPrefix(msg, "unknown shorthand flag: '"); ok {
+		if r, _, ok := strings.Cut(rest, "'"); ok {
+			return errors.New("flag provided but not defined: -" + r)
+		}
+	}
+	if name, ok := strings.CutPrefix(msg, "flag needs an argument: --"); ok {
+		return errors.New("flag needs an argument: -" + name)
+	}
+	if m := pflagInvalid.FindStringSubmatch(msg); m != nil {
+		return fmt.Errorf("invalid value %q for flag -%s: %s", m[1], m[2], m[3])
+	}
+	return err
+}
+
 func parseSize(s string) (int, error) {
 	t := strings.ToUpper(strings.TrimSpace(s))
 	t = strings.TrimSuffix(strings.TrimSuffix(t, "B"), "I")

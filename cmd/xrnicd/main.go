@@ -34,12 +34,11 @@
 // logged at a bounded rate (SECURITY.md, "Bounds on the daemon's
 // resources").
 //
-// Run xrnicd -h for the options; see deploy/README.md for a walk-through.
+// Run xrnicd -h for the options (xrnicd --version for the version); see deploy/README.md for a walk-through.
 package main
 
 import (
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -47,6 +46,8 @@ import (
 	"os/signal"
 	"runtime/debug"
 	"syscall"
+
+	"github.com/spf13/pflag"
 )
 
 func version() string {
@@ -70,7 +71,11 @@ func main() {
 
 func run(args []string) int {
 	cfg, err := parseArgs(args, os.Stderr)
-	if errors.Is(err, flag.ErrHelp) {
+	if errors.Is(err, pflag.ErrHelp) {
+		return 0
+	}
+	if errors.Is(err, errVersion) {
+		fmt.Println("xrnicd", version())
 		return 0
 	}
 	if err == nil {
