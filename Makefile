@@ -36,6 +36,7 @@ staticcheck: ## staticcheck (honnef.co/go/tools)
 unit: ## all tests under the race detector (privileged tests skip unless root)
 	$(GO) test -race -count=1 $(PKGS)
 	$(GO) test -race -count=1 -tags atomics_stress ./atomics
+	cd deploy/kubernetes/validate && $(GO) vet ./... && $(GO) test -count=1 ./...
 
 fuzz-short: ## run every fuzz target for FUZZTIME (default 3s)
 	FUZZTIME=$(FUZZTIME) scripts/fuzz.sh
