@@ -830,13 +830,24 @@ func (c *cli) writeCmd(args []string) error {
 	return c.withSession(args[0], len(data), func(ctx context.Context, s *session) error {
 		copy(s.buf, data)
 		if _, err := s.do(ctx, verbs.SendWR{Op: verbs.OpWrite, SGL: s.sge(0, len(data)), RemoteSTag: stag, RemoteTO: to}); err != nil {
-			return fmt.Errorf("write: %w", err)
+			return refusedOr("write", err)
 		}
 		if err := s.confirm(ctx); err != nil {
 			return fmt.Errorf("write: the peer refused it: %w", err)
 		}
 		return c.done(map[string]any{"written": len(data)}, fmt.Sprintf("wrote %d bytes", len(data)))
 	})
+}
+
+// refusedOr words the error of a Write, Send or Immediate Data: the
+// peer's Terminate usually fails the confirming Read, but it may also
+// arrive before the operation completed locally.
+func refusedOr(op string, err error) error {
+	var oe *opError
+	if errors.As(err, &oe) && oe.Term != nil {
+		return fmt.Errorf("%s: the peer refused it: %w", op, err)
+	}
+	return fmt.Errorf("%s: %w", op, err)
 }
 
 func (c *cli) done(j any, text string) error {
@@ -855,7 +866,7 @@ func (c *cli) send(peer, text string) error {
 			wr.SGL = s.sge(0, len(text))
 		}
 		if _, err := s.do(ctx, wr); err != nil {
-			return fmt.Errorf("send: %w", err)
+			return refusedOr("send", err)
 		}
 		if err := s.confirm(ctx); err != nil {
 			return fmt.Errorf("send: the peer refused it: %w", err)
@@ -886,7 +897,7 @@ func (c *cli) imm(args []string) error {
 			wr.SGL = s.sge(0, len(data))
 		}
 		if _, err := s.do(ctx, wr); err != nil {
-			return fmt.Errorf("imm: %w", err)
+			return refusedOr("imm", err)
 		}
 		if err := s.confirm(ctx); err != nil {
 			return fmt.Errorf("imm: the peer refused it: %w", err)
