@@ -426,6 +426,11 @@ func TestDaemonSet(t *testing.T) {
 		switch v := o.obj.(type) {
 		case *corev1.Namespace:
 			namespaces = append(namespaces, v.Name)
+			// Pod Security admission would refuse hostNetwork and the
+			// capabilities at baseline or restricted.
+			if l := v.Labels["pod-security.kubernetes.io/enforce"]; l != "privileged" {
+				t.Errorf("Namespace %s: label pod-security.kubernetes.io/enforce %q, want privileged (hostNetwork and the capabilities are beyond baseline)", v.Name, l)
+			}
 		case *corev1.ConfigMap:
 			configMaps[v.Name] = v
 		case *schedulingv1.PriorityClass:
