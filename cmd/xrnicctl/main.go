@@ -20,6 +20,13 @@
 // words; usage errors exit 2, printed last. A peer that does not answer the
 // MPA Request within --mpa-timeout (3 s) is reported as "no MPA reply: not
 // an iWARP endpoint?".
+//
+// status shows the device as ibv_devinfo -v does (transport, interface,
+// MTU, XDP mode, queues, zero-copy or copy, capabilities, listeners); qp
+// list each QP's local and remote address and queue depths. xrnicctl help
+// CMD (or CMD --help) describes a command, --version prints the version,
+// and xrnicctl completion bash|zsh|fish prints a completion script, e.g.
+// source <(xrnicctl completion bash).
 package main
 
 import (
