@@ -56,6 +56,12 @@ var (
 
 const handshakeBuf = 1 << 20
 
+// LocalAddr returns our address and port.
+func (x *xconn) LocalAddr() net.Addr {
+	a := x.flow.LocalIP
+	return &net.TCPAddr{IP: net.IPv4(a[0], a[1], a[2], a[3]), Port: int(x.flow.LocalPort)}
+}
+
 // RemoteAddr returns the peer's address and port.
 func (x *xconn) RemoteAddr() net.Addr {
 	a := x.flow.RemoteIP
