@@ -269,6 +269,7 @@ func start(cfg config, log *slog.Logger) (d *daemon, err error) {
 	go d.runAccept()
 	d.state.SetReady(true)
 	log.Info("xrnicd ready", "pid", os.Getpid(), "version", d.state.Version)
+	d.notify("READY=1") // Type=notify: systemd starts the units after us now
 	return d, nil
 }
 
@@ -648,6 +649,7 @@ func (d *daemon) closeConnObjects(c *conn) {
 func (d *daemon) shutdown() {
 	d.state.SetReady(false)
 	d.log.Info("shutting down: no new connections; closing QPs")
+	d.notify("STOPPING=1")
 	d.closeListener()
 	d.cancel()
 	done := make(chan struct{})
