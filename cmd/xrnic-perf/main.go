@@ -3,7 +3,9 @@
 // send_lat, atomic_bw, atomic_lat and imm_lat (RFC 7306 Immediate Data
 // ping-pong; write_bw/write_lat --write_with_imm use Write with Immediate),
 // with perftest's flags where they apply (its common ones that do not,
-// -d, -i, -x, -m, -F and -R, are accepted with a note on stderr), its
+// -d, -i, -x, -m, -F and -R, are accepted with a note on stderr; the
+// command line is parsed with github.com/spf13/pflag, --version prints
+// the module version), its
 // banner, columns and arithmetic (see report.go) and its JSON keys and
 // test names (--out_json).
 //
@@ -32,12 +34,13 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/spf13/pflag"
 
 	"xrnic/internal/perfsuite"
 )
@@ -59,7 +62,11 @@ func mainCtx(ctx context.Context, args []string) int {
 	}
 	p, err := parseParams(args, os.Stderr)
 	if err != nil {
-		if errors.Is(err, errUsage) || errors.Is(err, flag.ErrHelp) {
+		switch {
+		case errors.Is(err, errVersion):
+			printVersion(os.Stdout)
+			return 0
+		case errors.Is(err, errUsage), errors.Is(err, pflag.ErrHelp):
 			return 2
 		}
 		fmt.Fprintln(os.Stderr, "xrnic-perf:", err)

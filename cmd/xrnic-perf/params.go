@@ -2,13 +2,15 @@ package main
 
 import (
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"math"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/spf13/pflag"
 )
 
 type verb uint8
@@ -109,8 +111,9 @@ type params struct {
 	maxSize    int // with -a: the largest size (default 1 MiB)
 	quiet      bool
 	spin       time.Duration
+	version    bool // --version
 
-	set   map[string]bool // flags given explicitly
+	set   map[string]bool // flags given explicitly, by their long names
 	notes []string        // perftest flags that do not apply, one note each
 }
 
@@ -125,44 +128,24 @@ Both sides take the same options (as in perftest). Other commands:
 Options:
 `
 
-// option is one line of the help: a short and a long name of the same
-// flag (either may be empty) and the placeholder of its value ("" for a
-// switch), printed as perftest's usage() does: "  -s, --size=<size>  ...".
+// option is one line of the help: the flag's shorthand (maybe none),
+// its name and the placeholder of its value ("" for a switch), printed as
+// perftest's usage() does: "  -s, --size=<size>  ...".
 type option struct {
 	short, long, arg string
-}
-
-func (o option) names() []string {
-	var n []string
-	for _, s := range []string{o.short, o.long} {
-		if s != "" {
-			n = append(n, s)
-		}
-	}
-	return n
 }
 
 // helpLine is the head of the option's help line.
 func (o option) helpLine() string {
 	var b strings.Builder
 	if o.short != "" {
-		b.WriteString("  -" + o.short)
-		if o.long != "" {
-			b.WriteString(", ")
-		}
+		b.WriteString("  -" + o.short + ", ")
 	} else {
 		b.WriteString("      ")
 	}
-	if o.long != "" {
-		b.WriteString("--" + o.long)
-	}
+	b.WriteString("--" + o.long)
 	if o.arg != "" {
-		if o.long != "" {
-			b.WriteString("=")
-		} else {
-			b.WriteString(" ")
-		}
-		b.WriteString(o.arg)
+		b.WriteString("=" + o.arg)
 	}
 	return b.String()
 }
@@ -201,136 +184,191 @@ func intIn(name string, lo, hi int64) func(string) error {
 	}
 }
 
-// boolFunc is a switch that calls f when given.
-type boolFunc func()
+// argAnnotation is the pflag annotation holding the placeholder of a
+// flag's value in the help ("<size>"); switches have none.
+const argAnnotation = "xrnic-perf/arg"
 
-func (f boolFunc) String() string { return "" }
-func (f boolFunc) Set(s string) error {
-	if v, err := strconv.ParseBool(s); err != nil || !v {
-		return errors.New("a switch: give it or leave it out")
-	}
-	f()
-	return nil
-}
-func (f boolFunc) IsBoolFlag() bool { return true }
-
-func newFlagSet(p *params, out io.Writer) *flag.FlagSet {
-	fs := flag.NewFlagSet("xrnic-perf", flag.ContinueOnError)
+// newFlagSet declares every option of xrnic-perf on a FlagSet writing
+// into p. The help (fs.Usage) lists them in this order, one line each.
+// *given are the spellings of the ignored flags on the command line, in
+// order, from typedForms; the notes take them in turn (by the long name
+// once none is left).
+func newFlagSet(p *params, out io.Writer, given *[]string) *pflag.FlagSet {
+	fs := pflag.NewFlagSet("xrnic-perf", pflag.ContinueOnError)
 	fs.SetOutput(out)
-	var opts []option
-	// both registers an option under its short and long names.
-	both := func(short, long, arg string, f func(name string)) {
-		o := option{short, long, arg}
-		opts = append(opts, o)
-		for _, n := range o.names() {
-			f(n)
+	fs.SortFlags = false
+	// arg names the value of the flag in the help, as perftest's usage()
+	// does ("--size=<size>").
+	arg := func(name, placeholder string) {
+		if err := fs.SetAnnotation(name, argAnnotation, []string{placeholder}); err != nil {
+			panic(err)
 		}
 	}
-	long := func(name, arg string, f func(name string)) { both("", name, arg, f) }
 	fs.Usage = func() {
 		fmt.Fprint(out, usageText)
-		for _, o := range opts {
-			fmt.Fprintf(out, "%s  %s\n", o.helpLine(), optionUsage(fs.Lookup(o.names()[0])))
-		}
+		fs.VisitAll(func(f *pflag.Flag) {
+			fmt.Fprintf(out, "%s  %s\n", helpOption(f).helpLine(), optionUsage(f))
+		})
 		fmt.Fprintf(out, "%s  %s\n", option{"h", "help", ""}.helpLine(), "show this help")
 	}
-	both("s", "size", "<size>", func(n string) {
-		fs.IntVar(&p.size, n, 0, "message size in bytes (default 65536 for bw, 2 for lat, 8 for atomics)")
-	})
-	both("a", "all", "", func(n string) { fs.BoolVar(&p.all, n, false, "run sizes 2 .. --max_size (powers of two)") })
-	both("n", "iters", "<iters>", func(n string) {
-		fs.IntVar(&p.iters, n, 0, "iterations (default 5000 for write_bw, 1000 otherwise)")
-	})
-	both("D", "duration", "<seconds>", func(n string) {
-		fs.Func(n, "run for this many seconds instead of -n", func(s string) error {
-			d, err := parseSeconds(s)
-			p.duration = d
+	seconds := func(d *time.Duration) func(string) error {
+		return func(s string) error {
+			v, err := parseSeconds(s)
+			*d = v
 			return err
-		})
-	})
-	both("f", "margin", "<seconds>", func(n string) {
-		fs.Func(n, "with -D: seconds excluded at the start and the end (default 2, less for short runs)", func(s string) error {
-			d, err := parseSeconds(s)
-			p.margin = d
-			return err
-		})
-	})
-	both("t", "tx-depth", "<dep>", func(n string) {
-		fs.IntVar(&p.txDepth, n, 0, "outstanding work requests per QP (default 128 for bw, 1 for lat)")
-	})
-	both("r", "rx-depth", "<dep>", func(n string) {
-		fs.IntVar(&p.rxDepth, n, 512, "send_bw: receive buffers per QP (capped at 32 MiB of buffers)")
-	})
-	both("o", "outs", "<num>", func(n string) { fs.IntVar(&p.outs, n, 128, "outstanding Reads/atomics (ORD/IRD)") })
-	both("q", "qp", "<num of qp's>", func(n string) { fs.IntVar(&p.qps, n, 1, "number of QPs") })
-	both("Q", "cq-mod", "<num>", func(n string) {
-		fs.IntVar(&p.cqMod, n, 100, "bw tests: one completion every N work requests")
-	})
-	both("p", "port", "<port>", func(n string) { fs.IntVar(&p.port, n, 18515, "TCP port") })
-	both("b", "bidirectional", "", func(n string) {
-		fs.BoolVar(&p.bidir, n, false, "write_bw/read_bw: traffic in both directions, reported summed")
-	})
-	both("A", "atomic_type", "<type>", func(n string) {
-		fs.StringVar(&p.atomicType, n, "FETCH_AND_ADD", "FETCH_AND_ADD or CMP_AND_SWAP")
-	})
-	both("e", "events", "", func(n string) { fs.BoolVar(&p.events, n, false, "sleep on CQ events instead of polling first") })
+		}
+	}
+	fs.IntVarP(&p.size, "size", "s", 0, "message size in bytes (default 65536 for bw, 2 for lat, 8 for atomics)")
+	arg("size", "<size>")
+	fs.BoolVarP(&p.all, "all", "a", false, "run sizes 2 .. --max_size (powers of two)")
+	fs.IntVarP(&p.iters, "iters", "n", 0, "iterations (default 5000 for write_bw, 1000 otherwise)")
+	arg("iters", "<iters>")
+	fs.FuncP("duration", "D", "run for this many seconds instead of -n", seconds(&p.duration))
+	arg("duration", "<seconds>")
+	fs.FuncP("margin", "f", "with -D: seconds excluded at the start and the end (default 2, less for short runs)", seconds(&p.margin))
+	arg("margin", "<seconds>")
+	fs.IntVarP(&p.txDepth, "tx-depth", "t", 0, "outstanding work requests per QP (default 128 for bw, 1 for lat)")
+	arg("tx-depth", "<dep>")
+	fs.IntVarP(&p.rxDepth, "rx-depth", "r", 512, "send_bw: receive buffers per QP (capped at 32 MiB of buffers)")
+	arg("rx-depth", "<dep>")
+	fs.IntVarP(&p.outs, "outs", "o", 128, "outstanding Reads/atomics (ORD/IRD)")
+	arg("outs", "<num>")
+	fs.IntVarP(&p.qps, "qp", "q", 1, "number of QPs")
+	arg("qp", "<num of qp's>")
+	fs.IntVarP(&p.cqMod, "cq-mod", "Q", 100, "bw tests: one completion every N work requests")
+	arg("cq-mod", "<num>")
+	fs.IntVarP(&p.port, "port", "p", 18515, "TCP port")
+	arg("port", "<port>")
+	fs.BoolVarP(&p.bidir, "bidirectional", "b", false, "write_bw/read_bw: traffic in both directions, reported summed")
+	fs.StringVarP(&p.atomicType, "atomic_type", "A", "FETCH_AND_ADD", "FETCH_AND_ADD or CMP_AND_SWAP")
+	arg("atomic_type", "<type>")
+	fs.BoolVarP(&p.events, "events", "e", false, "sleep on CQ events instead of polling first")
 	for _, ig := range ignoredFlags {
-		both(ig.short, ig.long, ig.arg, func(n string) {
-			given := "--" + n
-			if len(n) == 1 {
-				given = "-" + n
+		// note records the flag as given: "-d mlx5_0" or "--ib-dev mlx5_0".
+		note := func(value string) {
+			form := "--" + ig.long
+			if given != nil && len(*given) > 0 {
+				form, *given = (*given)[0], (*given)[1:]
 			}
-			usage := "ignored: " + ig.why
-			if ig.arg == "" {
-				fs.Var(boolFunc(func() {
-					p.notes = append(p.notes, fmt.Sprintf("%s ignored: %s", given, ig.why))
-				}), n, usage)
-				return
+			if value != "" {
+				form += " " + value
 			}
-			fs.Func(n, usage, func(s string) error {
-				if ig.check != nil {
-					if err := ig.check(s); err != nil {
-						return err
-					}
+			p.notes = append(p.notes, fmt.Sprintf("%s ignored: %s", form, ig.why))
+		}
+		usage := "ignored: " + ig.why
+		if ig.arg == "" {
+			fs.BoolFuncP(ig.long, ig.short, usage, func(s string) error {
+				if v, err := strconv.ParseBool(s); err != nil || !v {
+					return errors.New("a switch: give it or leave it out")
 				}
-				p.notes = append(p.notes, fmt.Sprintf("%s %s ignored: %s", given, s, ig.why))
+				note("")
 				return nil
 			})
+			continue
+		}
+		fs.FuncP(ig.long, ig.short, usage, func(s string) error {
+			if ig.check != nil {
+				if err := ig.check(s); err != nil {
+					return err
+				}
+			}
+			note(s)
+			return nil
 		})
+		arg(ig.long, ig.arg)
 	}
-	long("masked_atomics", "", func(n string) {
-		fs.BoolVar(&p.masked, n, false, "use RFC 7306 masked atomics (Add Mask with carry boundaries; Compare/Swap masks)")
-	})
-	long("report_gbits", "", func(n string) {
-		fs.BoolVar(&p.gbits, n, false, "report bandwidth in Gb/sec (1 Gb/s = 1.25e8 bytes per second) instead of MiB/sec")
-	})
-	long("out_json", "", func(n string) {
-		fs.BoolVar(&p.outJSON, n, false, "write the results as JSON (to --out_json_file, default perftest_out.json)")
-	})
-	long("out_json_file", "<file>", func(n string) { fs.StringVar(&p.jsonFile, n, "", "JSON output file (implies --out_json)") })
-	long("data_validation", "", func(n string) {
-		fs.BoolVar(&p.validate, n, false, "check Write/Read/Send payloads and the final atomic value")
-	})
-	long("write_with_imm", "", func(n string) {
-		fs.BoolVar(&p.writeImm, n, false, "write_bw/write_lat: RDMA Write with Immediate Data (completes a receive at the target)")
-	})
-	long("transport", "<kernel|afxdp>", func(n string) { fs.StringVar(&p.transport, n, "kernel", "the transport") })
-	long("iface", "<name>", func(n string) { fs.StringVar(&p.iface, n, "", "network interface of the afxdp transport") })
-	long("bind", "<addr>", func(n string) { fs.StringVar(&p.bind, n, "", "server: listen address (default all)") })
-	long("timeout", "<duration>", func(n string) {
-		fs.DurationVar(&p.timeout, n, 60*time.Second, "bound of connection setup and of each size's run")
-	})
-	long("max_size", "<size>", func(n string) { fs.IntVar(&p.maxSize, n, 1<<20, "with -a: the largest message size") })
-	long("quiet", "", func(n string) { fs.BoolVar(&p.quiet, n, false, "print only the result lines") })
-	long("spin", "<duration>", func(n string) {
-		fs.DurationVar(&p.spin, n, 0, "busy-poll a CQ this long before sleeping on it (default 0: on small hosts the engine's own poll loop needs the CPU; -e forces 0)")
-	})
+	fs.BoolVar(&p.masked, "masked_atomics", false, "use RFC 7306 masked atomics (Add Mask with carry boundaries; Compare/Swap masks)")
+	fs.BoolVar(&p.gbits, "report_gbits", false, "report bandwidth in Gb/sec (1 Gb/s = 1.25e8 bytes per second) instead of MiB/sec")
+	fs.BoolVar(&p.outJSON, "out_json", false, "write the results as JSON (to --out_json_file, default perftest_out.json)")
+	fs.StringVar(&p.jsonFile, "out_json_file", "", "JSON output file (implies --out_json)")
+	arg("out_json_file", "<file>")
+	fs.BoolVar(&p.validate, "data_validation", false, "check Write/Read/Send payloads and the final atomic value")
+	fs.BoolVar(&p.writeImm, "write_with_imm", false, "write_bw/write_lat: RDMA Write with Immediate Data (completes a receive at the target)")
+	fs.StringVar(&p.transport, "transport", "kernel", "the transport")
+	arg("transport", "<kernel|afxdp>")
+	fs.StringVar(&p.iface, "iface", "", "network interface of the afxdp transport")
+	arg("iface", "<name>")
+	fs.StringVar(&p.bind, "bind", "", "server: listen address (default all)")
+	arg("bind", "<addr>")
+	fs.DurationVar(&p.timeout, "timeout", 60*time.Second, "bound of connection setup and of each size's run")
+	arg("timeout", "<duration>")
+	fs.IntVar(&p.maxSize, "max_size", 1<<20, "with -a: the largest message size")
+	arg("max_size", "<size>")
+	fs.BoolVar(&p.quiet, "quiet", false, "print only the result lines")
+	fs.DurationVar(&p.spin, "spin", 0, "busy-poll a CQ this long before sleeping on it (default 0: on small hosts the engine's own poll loop needs the CPU; -e forces 0)")
+	arg("spin", "<duration>")
+	fs.BoolVar(&p.version, "version", false, "print the version and exit")
 	return fs
+}
+
+// helpOption is the flag's help line head.
+func helpOption(f *pflag.Flag) option {
+	o := option{short: f.Shorthand, long: f.Name}
+	if a := f.Annotations[argAnnotation]; len(a) == 1 {
+		o.arg = a[0]
+	}
+	return o
+}
+
+// typedForms is the pre-pass that keeps the notes of the ignored flags in
+// the spelling the user gave ("-d mlx5_0 ignored" for -d, "--ib-dev mlx5_0
+// ignored" for --ib-dev), which pflag does not tell a Value: it walks args
+// with pflag's grammar (fs declares which flags take a value) and returns,
+// in order, "-d" or "--ib-dev" for each ignored flag it meets. It stops
+// where pflag would (at "--" or an unknown flag); pflag reports errors.
+func typedForms(fs *pflag.FlagSet, args []string) []string {
+	var forms []string
+	for len(args) > 0 {
+		s := args[0]
+		args = args[1:]
+		switch {
+		case len(s) < 2 || s[0] != '-':
+			continue // a positional argument
+		case s == "--":
+			return forms
+		case s[1] == '-':
+			name, _, hasValue := strings.Cut(s[2:], "=")
+			f := fs.Lookup(name)
+			if f == nil {
+				return forms
+			}
+			if isIgnored(name) {
+				forms = append(forms, "--"+name)
+			}
+			if !hasValue && f.NoOptDefVal == "" && len(args) > 0 {
+				args = args[1:]
+			}
+		default:
+			for sh := s[1:]; sh != ""; {
+				f := fs.ShorthandLookup(sh[:1])
+				if f == nil {
+					return forms
+				}
+				if isIgnored(f.Name) {
+					forms = append(forms, "-"+sh[:1])
+				}
+				switch {
+				case len(sh) > 2 && sh[1] == '=':
+					sh = ""
+				case f.NoOptDefVal != "":
+					sh = sh[1:]
+				case len(sh) > 1:
+					sh = ""
+				default:
+					sh = ""
+					if len(args) > 0 {
+						args = args[1:]
+					}
+				}
+			}
+		}
+	}
+	return forms
 }
 
 // optionUsage is the flag's usage text with its default, as
 // flag.PrintDefaults would add it.
-func optionUsage(f *flag.Flag) string {
+func optionUsage(f *pflag.Flag) string {
 	u := f.Usage
 	switch f.DefValue {
 	case "", "0", "false", "0s":
@@ -353,32 +391,31 @@ func parseSeconds(s string) (time.Duration, error) {
 	return time.Duration(f * float64(time.Second)), nil
 }
 
-var errUsage = errors.New("usage")
+var (
+	errUsage   = errors.New("usage")
+	errVersion = errors.New("version requested") // --version: print the version (printVersion) and exit
+)
 
 // parseParams parses "TEST [options] [SERVER]" with options and the
 // server address in any order, as perftest does.
 func parseParams(args []string, out io.Writer) (*params, error) {
 	p := &params{}
-	fs := newFlagSet(p, out)
+	var given []string
+	fs := newFlagSet(p, out, &given)
 	if len(args) == 0 {
 		fs.Usage()
 		return nil, errUsage
 	}
-	var pos []string
-	rest := args
-	for {
-		if err := fs.Parse(rest); err != nil {
-			return nil, err
-		}
-		rest = fs.Args()
-		if len(rest) == 0 {
-			break
-		}
-		pos = append(pos, rest[0])
-		rest = rest[1:]
+	given = typedForms(fs, args)
+	if err := fs.Parse(args); err != nil {
+		return nil, err
 	}
+	if p.version {
+		return nil, errVersion
+	}
+	pos := fs.Args()
 	p.set = map[string]bool{}
-	fs.Visit(func(f *flag.Flag) {
+	fs.Visit(func(f *pflag.Flag) {
 		if !isIgnored(f.Name) {
 			p.set[f.Name] = true
 		}
@@ -407,9 +444,23 @@ func parseParams(args []string, out io.Writer) (*params, error) {
 	return p, nil
 }
 
+// version is the module version of the binary ("(devel)" in a build from
+// a work tree).
+func version() string {
+	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {
+		return bi.Main.Version
+	}
+	return "(devel)"
+}
+
+// printVersion is --version's output.
+func printVersion(w io.Writer) {
+	fmt.Fprintln(w, "xrnic-perf version", version())
+}
+
 func isIgnored(name string) bool {
 	for _, ig := range ignoredFlags {
-		if name == ig.short || name == ig.long {
+		if name == ig.long {
 			return true
 		}
 	}
@@ -499,7 +550,7 @@ func (p *params) defaults() error {
 	} else {
 		p.cqMod = 1
 	}
-	if p.duration > 0 && !p.set["f"] && !p.set["margin"] {
+	if p.duration > 0 && !p.set["margin"] {
 		p.margin = min(2*time.Second, p.duration/4)
 	}
 	return nil

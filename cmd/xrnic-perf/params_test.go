@@ -4,13 +4,14 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"flag"
 	"os"
 	"path/filepath"
 	"reflect"
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/spf13/pflag"
 
 	"xrnic/internal/perfsuite/perfjson"
 )
@@ -114,7 +115,7 @@ func TestIgnoredFlagsBadValues(t *testing.T) {
 // "      --out_json  ..." for long-only options.
 func TestHelpLines(t *testing.T) {
 	var out bytes.Buffer
-	if _, err := parseParams([]string{"write_bw", "-h"}, &out); !errors.Is(err, flag.ErrHelp) {
+	if _, err := parseParams([]string{"write_bw", "-h"}, &out); !errors.Is(err, pflag.ErrHelp) {
 		t.Fatalf("-h: %v", err)
 	}
 	help := out.String()
@@ -157,11 +158,69 @@ func TestHelpLines(t *testing.T) {
 			seen[n[1]]++
 		}
 	}
-	newFlagSet(&params{}, &bytes.Buffer{}).VisitAll(func(f *flag.Flag) {
+	newFlagSet(&params{}, &bytes.Buffer{}, nil).VisitAll(func(f *pflag.Flag) {
 		if seen[f.Name] != 1 {
 			t.Errorf("flag %q on %d help lines", f.Name, seen[f.Name])
 		}
+		if f.Shorthand != "" && seen[f.Shorthand] != 1 {
+			t.Errorf("shorthand -%s of --%s on %d help lines", f.Shorthand, f.Name, seen[f.Shorthand])
+		}
 	})
+}
+
+// --version stops the parse wherever it stands, with or without a test,
+// and prints "xrnic-perf version <v>".
+func TestVersion(t *testing.T) {
+	for _, args := range [][]string{{"--version"}, {"write_bw", "--version"}, {"-s", "8", "--version", "send_lat", "10.0.0.1"}} {
+		var out bytes.Buffer
+		if _, err := parseParams(args, &out); !errors.Is(err, errVersion) {
+			t.Errorf("%v: %v", args, err)
+		}
+		if out.Len() != 0 {
+			t.Errorf("%v: output %q", args, out.String())
+		}
+	}
+	var out bytes.Buffer
+	printVersion(&out)
+	if !regexp.MustCompile(`^xrnic-perf version \S+\n$`).MatchString(out.String()) {
+		t.Errorf("printVersion: %q", out.String())
+	}
+	var help bytes.Buffer
+	if _, err := parseParams([]string{"--help"}, &help); !errors.Is(err, pflag.ErrHelp) {
+		t.Fatalf("--help: %v", err)
+	}
+	if !strings.Contains(help.String(), "\n      --version  print the version and exit\n") {
+		t.Errorf("help lacks --version:\n%s", help.String())
+	}
+}
+
+// The notes name an ignored flag as it was spelled, also where it shares
+// a group of shorthands, follows a flag's value that looks like a flag,
+// or comes after "--".
+func TestTypedForms(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"write_bw", "-RFd", "mlx5_0"}, []string{"-R", "-F", "-d"}},
+		{[]string{"write_bw", "-Ri1", "--ib-dev", "-d"}, []string{"-R", "-i", "--ib-dev"}},
+		{[]string{"write_bw", "--atomic_type", "-R", "-x=3", "--mtu=1024"}, []string{"-x", "--mtu"}},
+		{[]string{"write_bw", "-s4096", "--CPU-freq", "--", "-R"}, []string{"--CPU-freq"}},
+	} {
+		fs := newFlagSet(&params{}, &bytes.Buffer{}, nil)
+		if got := typedForms(fs, c.args); !reflect.DeepEqual(got, c.want) {
+			t.Errorf("%v: %q, want %q", c.args, got, c.want)
+		}
+	}
+	var out bytes.Buffer
+	if _, err := parseParams([]string{"send_lat", "-RFd", "mlx5_0", "--ib-port=1"}, &out); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"xrnic-perf: -R ignored", "xrnic-perf: -F ignored", "xrnic-perf: -d mlx5_0 ignored", "xrnic-perf: --ib-port 1 ignored"} {
+		if !strings.Contains(out.String(), want+":") {
+			t.Errorf("notes lack %q:\n%s", want, out.String())
+		}
+	}
 }
 
 // The "test" of test_info is perftest's name of the same test
