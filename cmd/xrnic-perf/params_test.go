@@ -13,6 +13,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"xrnic/internal/perfsuite"
 	"xrnic/internal/perfsuite/perfjson"
 )
 
@@ -278,4 +279,24 @@ func TestJSONTestNames(t *testing.T) {
 	if rows, err := perfjson.Rows(b); err != nil || len(rows) != 1 || rows[0][perfjson.KeySize] != 8.0 {
 		t.Fatalf("rows %v %v", rows, err)
 	}
+}
+
+// TestUsageNamesRealOptions: every --option the usage text gives for demo
+// exists (it once advertised a --keep-going the demo did not have).
+func TestUsageNamesRealOptions(t *testing.T) {
+	for _, line := range strings.Split(usageText, "\n") {
+		f := strings.Fields(line)
+		if len(f) < 2 || f[0] != "xrnic-perf" || f[1] != "demo" {
+			continue
+		}
+		fs := perfsuite.DemoFlags()
+		for _, w := range f[2:] {
+			w = strings.Trim(w, "[]")
+			if name, ok := strings.CutPrefix(w, "--"); ok && fs.Lookup(name) == nil {
+				t.Errorf("usage names demo --%s, which the demo does not accept", name)
+			}
+		}
+		return
+	}
+	t.Fatal("the usage text has no demo line")
 }

@@ -38,10 +38,17 @@ type demoRow struct {
 	afxdpErr, kernelErr string
 }
 
+// DemoFlags are the options of Demo (for the usage text and its test).
+func DemoFlags() *flag.FlagSet {
+	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
+	fs.Bool("quick", false, "fewer iterations")
+	return fs
+}
+
 // Demo is `xrnic-perf demo [--quick]`; it returns the exit status.
 func Demo(ctx context.Context, args []string) int {
-	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
-	quick := fs.Bool("quick", false, "fewer iterations")
+	fs := DemoFlags()
+	quick := fs.Lookup("quick").Value.(flag.Getter)
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -60,7 +67,7 @@ func Demo(ctx context.Context, args []string) int {
 		}
 	}
 	d := &demo{env: e}
-	err = d.run(ctx, *quick)
+	err = d.run(ctx, quick.Get().(bool))
 	d.cleanup()
 	if err != nil {
 		if ctx.Err() != nil {
