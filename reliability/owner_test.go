@@ -91,7 +91,8 @@ func runXrnicd(t *testing.T, ns string, bound time.Duration, args ...string) (st
 	b := daemontest.Build(t)
 	ctx, cancel := context.WithTimeout(context.Background(), bound)
 	defer cancel()
-	cmd := netns.CommandContext(ctx, ns, b.Xrnicd, append([]string{"--socket", filepath.Join(t.TempDir(), "xrnicd.sock")}, args...)...)
+	cmd := netns.CommandContext(ctx, ns, b.Xrnicd, append([]string{"--socket", filepath.Join(t.TempDir(), "xrnicd.sock"),
+		"--lock-dir", daemontest.LockDir(t)}, args...)...)
 	start := time.Now()
 	out, err := cmd.CombinedOutput()
 	took := time.Since(start)

@@ -19,6 +19,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"xrnic/bpf"
+	"xrnic/internal/daemontest"
 	"xrnic/internal/engine"
 	"xrnic/internal/netnstest"
 	"xrnic/mem"
@@ -42,7 +43,7 @@ func nsDaemon(t *testing.T, ns, dir string, args ...string) *daemon {
 	t.Helper()
 	buildBins(t)
 	d := &daemon{dir: dir, socket: filepath.Join(dir, "xrnicd.sock"), log: &syncBuf{}, done: make(chan error, 1)}
-	all := append([]string{"netns", "exec", ns, xrnicd, "--socket", d.socket, "--metrics", "off", "--hugepages", "off"}, args...)
+	all := append([]string{"netns", "exec", ns, xrnicd, "--socket", d.socket, "--metrics", "off", "--hugepages", "off", "--lock-dir", daemontest.LockDir(t)}, args...)
 	d.cmd = exec.Command("ip", all...)
 	d.cmd.Stdout, d.cmd.Stderr = d.log, d.log
 	if err := d.cmd.Start(); err != nil {

@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -66,7 +67,32 @@ func Main(m *testing.M) {
 	if binDir != "" {
 		os.RemoveAll(binDir)
 	}
+	if locks != "" {
+		os.RemoveAll(locks)
+	}
 	os.Exit(code)
+}
+
+var (
+	locksOnce sync.Once
+	locks     string // the --lock-dir of every daemon this binary starts
+)
+
+// LockDir returns the --lock-dir Start gives every daemon of this test
+// binary (made on first use, removed by Main): an xrnicd a test starts by
+// other means passes it too, to meet the others' owner locks.
+func LockDir(t testing.TB) string {
+	t.Helper()
+	locksOnce.Do(func() {
+		if d, err := os.MkdirTemp("", "xrnic-locks-"); err == nil {
+			os.Chmod(d, 0o755)
+			locks = d
+		}
+	})
+	if locks == "" {
+		t.Fatal("daemontest: cannot make a lock directory")
+	}
+	return locks
 }
 
 // Buffer collects a process's output while the test reads it.
@@ -234,7 +260,14 @@ func Start(t testing.TB, o Options) *Daemon {
 	d := &Daemon{Dir: dir, Socket: filepath.Join(dir, "run", "xrnicd.sock"), Log: &Buffer{},
 		Done: make(chan error, 1), exited: make(chan struct{})}
 	d.Ctl = Ctl{Socket: d.Socket, Timeout: o.CtlTimeout, Netns: o.CtlNetns}
-	d.Cmd = netns.Command(o.Netns, b.Xrnicd, append([]string{"--socket", d.Socket}, o.Args...)...)
+	args := []string{"--socket", d.Socket}
+	if !slices.Contains(o.Args, "--lock-dir") {
+		// The afxdp owner locks of this test binary's daemons live in one
+		// directory of their own, removed at the end: a daemon a test
+		// kills leaves no lock file in /run/xrnic.
+		args = append(args, "--lock-dir", LockDir(t))
+	}
+	d.Cmd = netns.Command(o.Netns, b.Xrnicd, append(args, o.Args...)...)
 	d.Cmd.Stdout, d.Cmd.Stderr = d.Log, d.Log
 	if err := d.Cmd.Start(); err != nil {
 		t.Fatal(err)
