@@ -180,19 +180,46 @@ func pageName(page int) string {
 	return "2 MiB"
 }
 
+// HugepagePool is the kernel's pool of one hugepage size.
+type HugepagePool struct {
+	Total int // reserved pages (nr_hugepages)
+	Free  int // free pages not yet promised to a mapping (free - resv)
+	// NrFile is the file that reserves them: /proc/sys/vm/nr_hugepages
+	// for the default size, else the size's sysfs nr_hugepages.
+	NrFile string
+}
+
+// Hugepages reads the pool of pages of size page (Size2M or Size1G); an
+// error when the kernel has no such pool.
+func Hugepages(page int) (HugepagePool, error) {
+	kb := page >> 10
+	dir := sysHugepages + "hugepages-" + strconv.Itoa(kb) + "kB/"
+	p := HugepagePool{NrFile: dir + "nr_hugepages"}
+	var err error
+	if p.Total, err = readInt(p.NrFile); err != nil {
+		return p, err
+	}
+	if p.Free, err = readInt(dir + "free_hugepages"); err != nil {
+		return p, err
+	}
+	if rsvd, err := readInt(dir + "resv_hugepages"); err == nil {
+		p.Free -= rsvd // free pages already promised to other mappings
+	}
+	if defaultHugepageKB() == kb {
+		p.NrFile = "/proc/sys/vm/nr_hugepages"
+	}
+	return p, nil
+}
+
 // hugeFix explains a failed hugetlb mapping of need pages and names the fix.
 func hugeFix(page, need int, err error, memfd bool) error {
 	kb := page >> 10
 	dir := sysHugepages + "hugepages-" + strconv.Itoa(kb) + "kB/"
-	nrFile := dir + "nr_hugepages"
-	total, err1 := readInt(nrFile)
-	free, err2 := readInt(dir + "free_hugepages")
-	if rsvd, err := readInt(dir + "resv_hugepages"); err == nil {
-		free -= rsvd // free pages already promised to other mappings
-	}
+	pool, perr := Hugepages(page)
+	total, free, nrFile := pool.Total, pool.Free, dir+"nr_hugepages"
 	var msg string
 	switch {
-	case err1 != nil || err2 != nil:
+	case perr != nil:
 		msg = fmt.Sprintf("%s hugepages are not supported by this kernel/CPU (%s missing", pageName(page), dir)
 		if page == Size1G {
 			msg += "; 1 GiB pages need the CPU flag pdpe1gb"

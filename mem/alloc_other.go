@@ -7,3 +7,12 @@ func Alloc(size int, o AllocOptions) (*Region, error) { return nil, ErrNotSuppor
 
 // Close is a no-op where Alloc is not implemented.
 func (r *Region) Close() error { return nil }
+
+// HugepagePool is the kernel's pool of one hugepage size (Linux only).
+type HugepagePool struct {
+	Total, Free int
+	NrFile      string
+}
+
+// Hugepages is only implemented on Linux.
+func Hugepages(page int) (HugepagePool, error) { return HugepagePool{}, ErrNotSupported }

@@ -326,20 +326,11 @@ func hugepagesFor(regions []regionSpec, page int) error {
 	for _, r := range regions {
 		need += (r.Size + page - 1) / page
 	}
-	dir := fmt.Sprintf("/sys/kernel/mm/hugepages/hugepages-%dkB/", page>>10)
-	total, err1 := readCount(dir + "nr_hugepages")
-	free, err2 := readCount(dir + "free_hugepages")
-	if err1 != nil || err2 != nil {
+	pool, err := mem.Hugepages(page)
+	if err != nil {
 		return nil
 	}
-	if rsvd, err := readCount(dir + "resv_hugepages"); err == nil {
-		free -= rsvd // promised to other mappings already
-	}
-	nrFile := dir + "nr_hugepages"
-	if defaultHugepageKB() == page>>10 {
-		nrFile = "/proc/sys/vm/nr_hugepages"
-	}
-	return hugepageShortfall(need, free, total, page, nrFile)
+	return hugepageShortfall(need, pool.Free, pool.Total, page, pool.NrFile)
 }
 
 // hugepageShortfall is the error of need pages against free of total
@@ -360,30 +351,6 @@ func hugepageShortfall(need, free, total, page int, nrFile string) error {
 	}
 	return fmt.Errorf("--hugepages require: the regions need %d %s pages, %d are free: %s, or start with --hugepages prefer to fall back to smaller pages",
 		need, name, free, fix)
-}
-
-func readCount(path string) (int, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return 0, err
-	}
-	return strconv.Atoi(strings.TrimSpace(string(b)))
-}
-
-// defaultHugepageKB is the default hugepage size in kB (the one
-// /proc/sys/vm/nr_hugepages reserves), or 0.
-func defaultHugepageKB() int {
-	b, err := os.ReadFile("/proc/meminfo")
-	if err != nil {
-		return 0
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if rest, ok := strings.CutPrefix(line, "Hugepagesize:"); ok {
-			n, _ := strconv.Atoi(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")))
-			return n
-		}
-	}
-	return 0
 }
 
 // verbsAccess maps --region rights (package mem) to verbs access flags.

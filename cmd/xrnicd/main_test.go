@@ -356,7 +356,7 @@ func TestHugepageShortfall(t *testing.T) {
 		t.Errorf("1 GiB: %v; want %q", err, want)
 	}
 	// Through the daemon, when this host has fewer free 2 MiB pages than 3.
-	if free, err := readCount("/sys/kernel/mm/hugepages/hugepages-2048kB/free_hugepages"); err == nil && free < 3 {
+	if pool, err := mem.Hugepages(mem.Size2M); err == nil && pool.Free < 3 {
 		code, out := runDaemon(t, "--listen", "127.0.0.1:0", "--metrics", "off", "--socket", filepath.Join(t.TempDir(), "s"),
 			"--region", "a:4K:rwa", "--region", "b:3M:r", "--hugepages", "require")
 		if code != 1 || !strings.Contains(out, "the regions need 3 2 MiB pages") {
