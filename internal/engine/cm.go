@@ -43,6 +43,12 @@ type ConnParams struct {
 	// Rev is the MPA revision an initiator sends: 2 (RFC 6581, the
 	// default when 0) or 1 (RFC 5044). A responder answers in kind.
 	Rev uint8
+	// NoRevFallback (Connect) turns off the retry in revision 1 when the
+	// responder shows it does not understand a revision 2 Request (it
+	// closes or resets the connection without a Reply, or answers with a
+	// Rev 1 Reply; RFC 6581 §10). The retry dials a new connection, so
+	// ConnectLLP never falls back. ConnInfo.RevFallback reports it.
+	NoRevFallback bool
 	// PeerToPeer asks (initiator) for RTR negotiation; a responder echoes
 	// the initiator's choice.
 	PeerToPeer bool
@@ -79,6 +85,9 @@ type ConnInfo struct {
 	// IRD/ORD, as RFC 6581 §9.1 asks to hand to the ULP.
 	PeerEnhanced mpa.Enhanced
 	HasEnhanced  bool
+	// RevFallback: the peer did not understand our revision 2 Request and
+	// the connection was set up again in revision 1 (RFC 6581 §10).
+	RevFallback bool
 }
 
 // ConnError is a connection setup failure: Op names the step; Err is the
@@ -143,21 +152,24 @@ func guard(ctx context.Context, llp LLP, timeout time.Duration) func() error {
 
 // readFrame reads exactly one MPA Request or Reply: the 20-byte header,
 // then exactly PD_Length more bytes, never into the FPDUs that follow.
-func readFrame(llp LLP, kind mpa.Kind) (mpa.Frame, error) {
+// got tells whether any byte arrived (a peer that closes on a Request
+// it does not understand sends none).
+func readFrame(llp LLP, kind mpa.Kind) (f mpa.Frame, got bool, err error) {
 	var hdr [mpa.FrameHeaderLen]byte
-	if _, err := io.ReadFull(llp, hdr[:]); err != nil {
-		return nil, err
+	if n, err := io.ReadFull(llp, hdr[:]); err != nil {
+		return nil, n > 0, err
 	}
 	rem, err := mpa.FrameRemaining(hdr[:], kind)
 	if err != nil {
-		return nil, err
+		return nil, true, err
 	}
 	buf := make([]byte, mpa.FrameHeaderLen+rem)
 	copy(buf, hdr[:])
 	if _, err := io.ReadFull(llp, buf[mpa.FrameHeaderLen:]); err != nil {
-		return nil, err
+		return nil, true, err
 	}
-	return mpa.ParseFrame(buf, kind)
+	f, err = mpa.ParseFrame(buf, kind)
+	return f, true, err
 }
 
 // noMPAReply tells whether err, reading the Reply, means the peer does not
@@ -216,29 +228,35 @@ func (qp *QP) Connect(ctx context.Context, addr string, p ConnParams) error {
 	if err := qp.begin(); err != nil {
 		return err
 	}
-	llp, err := qp.dev.tr.Dial(ctx, addr)
+	dial := func() (LLP, error) { return qp.dev.tr.Dial(ctx, addr) }
+	llp, err := dial()
 	if err != nil {
-		qp.mu.Lock()
-		qp.state = QPError
-		qp.flushLocked()
-		qp.mu.Unlock()
+		qp.failDial()
 		return &ConnError{"dial", err}
 	}
-	return qp.connect(ctx, llp, p)
+	return qp.connect(ctx, llp, p, dial)
+}
+
+func (qp *QP) failDial() {
+	qp.mu.Lock()
+	qp.state = QPError
+	qp.flushLocked()
+	qp.mu.Unlock()
 }
 
 // ConnectLLP connects the QP as MPA initiator over an established LLP (the
 // user-space TCP, or tests). On failure the LLP is closed and the QP is in
-// error.
+// error. There is no revision 1 fallback: it would need a new connection.
 func (qp *QP) ConnectLLP(ctx context.Context, llp LLP, p ConnParams) error {
 	if err := qp.begin(); err != nil {
 		return err
 	}
-	return qp.connect(ctx, llp, p)
+	return qp.connect(ctx, llp, p, nil)
 }
 
-func (qp *QP) connect(ctx context.Context, llp LLP, p ConnParams) error {
-	ird, ord, timeout := qp.params(p)
+// connect runs the initiator's exchange; redial, when not nil, opens a new
+// connection for the revision 1 fallback (RFC 6581 §10).
+func (qp *QP) connect(ctx context.Context, llp LLP, p ConnParams, redial func() (LLP, error)) error {
 	rev := p.Rev
 	if rev == 0 {
 		rev = mpa.Rev2
@@ -246,6 +264,39 @@ func (qp *QP) connect(ctx context.Context, llp LLP, p ConnParams) error {
 	if rev != mpa.Rev1 && rev != mpa.Rev2 {
 		return qp.failConnect(llp, &ConnError{"request", ErrUnsupportedRv})
 	}
+	if rev == mpa.Rev1 && p.PeerToPeer {
+		return qp.failConnect(llp, &ConnError{"request", errors.New("engine: peer-to-peer mode needs MPA revision 2")})
+	}
+	info, rtr, notUnderstood, err := qp.exchange(ctx, llp, p, rev, false)
+	if notUnderstood && !p.NoRevFallback && redial != nil && ctx.Err() == nil && qp.fallbackOK(p) {
+		llp.Close()
+		if llp, err = redial(); err != nil {
+			qp.failDial()
+			return &ConnError{"dial (MPA revision 1 fallback)", err}
+		}
+		info, rtr, _, err = qp.exchange(ctx, llp, p, mpa.Rev1, true)
+		info.RevFallback = true
+	}
+	if err != nil {
+		return qp.failConnect(llp, err)
+	}
+	return qp.establish(llp, info, rtr)
+}
+
+// fallbackOK: revision 1 has no RTR negotiation, so a peer-to-peer ULP
+// falls back only if it offers the zero-length Write RTR, which it then
+// sends unnegotiated (see exchange).
+func (qp *QP) fallbackOK(p ConnParams) bool {
+	return !p.PeerToPeer || p.RTR == mpa.RTRNone || p.RTR.Has(mpa.RTRWrite)
+}
+
+// exchange sends the Request in revision rev and reads and checks the
+// Reply. notUnderstood reports (for rev 2) the signs of a responder that
+// does not know RFC 6581: the connection closed or reset before any byte
+// of a Reply, or a Rev 1 Reply. It does not close llp, but it may have
+// sent a Terminate and half-closed it. fallback is the revision 1 retry.
+func (qp *QP) exchange(ctx context.Context, llp LLP, p ConnParams, rev uint8, fallback bool) (info ConnInfo, rtr mpa.RTR, notUnderstood bool, err error) {
+	ird, ord, timeout := qp.params(p)
 	offer := p.RTR
 	if offer == mpa.RTRNone {
 		offer = mpa.RTRAll
@@ -255,63 +306,71 @@ func (qp *QP) connect(ctx context.Context, llp LLP, p ConnParams) error {
 	if rev == mpa.Rev2 {
 		fp.HasEnhanced = true
 		fp.Enhanced = mpa.RequestWord(ip)
-	} else if p.PeerToPeer {
-		return qp.failConnect(llp, &ConnError{"request", errors.New("engine: peer-to-peer mode needs MPA revision 2")})
 	}
 	done := guard(ctx, llp, timeout)
 	buf := make([]byte, mpa.MaxFrameLen)
 	n, err := mpa.PutFrame(buf, mpa.Request, fp, p.PrivateData)
 	if err != nil {
 		done()
-		return qp.failConnect(llp, &ConnError{"encode request", err})
+		return info, 0, false, &ConnError{"encode request", err}
 	}
 	if _, err := llp.Write(buf[:n]); err != nil {
 		done()
-		if errors.Is(err, syscall.EPIPE) || errors.Is(err, syscall.ECONNRESET) {
+		closed := errors.Is(err, syscall.EPIPE) || errors.Is(err, syscall.ECONNRESET)
+		if closed {
 			err = fmt.Errorf("%w: %w", ErrNoMPAReply, err) // closed on us before the Request was out
 		}
-		return qp.failConnect(llp, &ConnError{"send request", err})
+		return info, 0, closed && rev == mpa.Rev2, &ConnError{"send request", err}
 	}
-	reply, err := readFrame(llp, mpa.Reply)
+	reply, got, err := readFrame(llp, mpa.Reply)
 	if cerr := done(); cerr != nil && err == nil {
 		err = cerr
 	}
 	if err != nil {
+		closed := !got && (errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET))
 		if noMPAReply(err, ctx) {
 			err = fmt.Errorf("%w: %w", ErrNoMPAReply, err)
 		}
-		return qp.failConnect(llp, &ConnError{"read reply", err})
+		return info, 0, closed && rev == mpa.Rev2 && ctx.Err() == nil, &ConnError{"read reply", err}
 	}
 	if reply.Rev() != rev {
-		return qp.failConnect(llp, &ConnError{"reply", ErrRevMismatch})
+		return info, 0, rev == mpa.Rev2 && reply.Rev() == mpa.Rev1, &ConnError{"reply", ErrRevMismatch}
 	}
-	info := ConnInfo{Initiator: true, Rev: rev, CRC: fp.C || reply.C(), MarkersTx: reply.M(), MarkersRx: p.Markers,
+	info = ConnInfo{Initiator: true, Rev: rev, CRC: fp.C || reply.C(), MarkersTx: reply.M(), MarkersRx: p.Markers,
 		IRD: ird, ORD: ord, PeerPrivateData: append([]byte(nil), reply.ULPPrivateData()...)}
 	info.PeerEnhanced, info.HasEnhanced = reply.Enhanced()
 	if reply.R() {
-		return qp.failConnect(llp, &RejectedError{PrivateData: info.PeerPrivateData, PeerEnhanced: info.PeerEnhanced, HasEnhanced: info.HasEnhanced})
+		return info, 0, false, &RejectedError{PrivateData: info.PeerPrivateData, PeerEnhanced: info.PeerEnhanced, HasEnhanced: info.HasEnhanced}
 	}
-	var rtr mpa.RTR
-	if rev == mpa.Rev2 {
-		var neg mpa.Negotiated
-		var nerr error
-		if info.HasEnhanced {
-			neg, nerr = mpa.Complete(fp.Enhanced, info.PeerEnhanced, ip)
-		} else if p.PeerToPeer {
-			nerr = term.MPANoMatchingRTR
-		} else {
-			neg = mpa.Negotiated{IRD: uint16(ird), ORD: uint16(ord)}
+	if rev == mpa.Rev1 {
+		if fallback && p.PeerToPeer {
+			// No RTR negotiation in RFC 5044: send the zero-length Write
+			// unasked, as RNICs with a peer-to-peer mode over revision 1
+			// do. It needs no buffer and no IRD at the responder, and a
+			// zero-length tagged message is not checked (RFC 5041 §5.2),
+			// so any responder can take it; it lets the responder send.
+			info.PeerToPeer, info.RTR = true, mpa.RTRWrite
 		}
-		if nerr != nil {
-			sendSetupTerminate(llp, asTermError(nerr), info.CRC, info.MarkersTx)
-			return qp.failConnect(llp, &ConnError{"negotiate", asTermError(nerr)})
-		}
-		info.IRD, info.ORD = min(int(neg.IRD), qp.maxIRD), min(int(neg.ORD), qp.maxORD)
-		info.PeerToPeer = p.PeerToPeer
-		rtr = neg.RTR
-		info.RTR = rtr
+		return info, info.RTR, false, nil
 	}
-	return qp.establish(llp, info, rtr)
+	var neg mpa.Negotiated
+	var nerr error
+	if info.HasEnhanced {
+		neg, nerr = mpa.Complete(fp.Enhanced, info.PeerEnhanced, ip)
+	} else if p.PeerToPeer {
+		nerr = term.MPANoMatchingRTR
+	} else {
+		neg = mpa.Negotiated{IRD: uint16(ird), ORD: uint16(ord)}
+	}
+	if nerr != nil {
+		// RFC 6581 §9.3: the Terminate goes first, then the connection.
+		sendSetupTerminate(llp, asTermError(nerr), info.CRC, info.MarkersTx)
+		return info, 0, false, &ConnError{"negotiate", asTermError(nerr)}
+	}
+	info.IRD, info.ORD = min(int(neg.IRD), qp.maxIRD), min(int(neg.ORD), qp.maxORD)
+	info.PeerToPeer = p.PeerToPeer
+	info.RTR = neg.RTR
+	return info, neg.RTR, false, nil
 }
 
 // establish starts full MPA operation on the QP.
@@ -320,6 +379,13 @@ func (qp *QP) establish(llp LLP, info ConnInfo, rtr mpa.RTR) error {
 	qp.mu.Lock()
 	if qp.state != QPConnecting || qp.closing.Load() {
 		qp.mu.Unlock()
+		if info.Initiator {
+			// Closed while the Reply was on its way: a local failure after
+			// a good negotiation, told with 0x05 (RFC 6581 §8). The
+			// responder may send nothing before our first FPDU, so only
+			// the initiator can say it.
+			sendSetupTerminate(llp, term.MPALocalCatastrophic, info.CRC, info.MarkersTx)
+		}
 		return qp.failConnect(llp, ErrClosed)
 	}
 	qp.llp = llp
@@ -439,7 +505,7 @@ func peerAddr(llp LLP) net.Addr {
 // is reported as a *ConnError (RFC 5044 §7.1.2).
 func (d *Device) ReadConnRequest(ctx context.Context, llp LLP) (*ConnRequest, error) {
 	done := guard(ctx, llp, d.cfg.ConnTimeout)
-	f, err := readFrame(llp, mpa.Request)
+	f, _, err := readFrame(llp, mpa.Request)
 	if cerr := done(); cerr != nil && err == nil {
 		err = cerr
 	}

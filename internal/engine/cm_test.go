@@ -74,7 +74,7 @@ func TestInitiatorErrors(t *testing.T) {
 	t.Run("rev mismatch", func(t *testing.T) {
 		c := newSide(t, 4096, QPAttr{})
 		addr := fakeResponder(t, []byte("MPA ID Rep Frame\x40\x01\x00\x00"))
-		if err := c.qp.Connect(context.Background(), addr, ConnParams{}); !errors.Is(err, ErrRevMismatch) {
+		if err := c.qp.Connect(context.Background(), addr, ConnParams{NoRevFallback: true}); !errors.Is(err, ErrRevMismatch) {
 			t.Fatalf("err %v", err)
 		}
 	})
@@ -165,7 +165,7 @@ func TestNoMPAReply(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			c := newSide(t, 4096, QPAttr{})
 			start := time.Now()
-			err := c.qp.Connect(context.Background(), tc.addr(t), ConnParams{Timeout: 300 * time.Millisecond})
+			err := c.qp.Connect(context.Background(), tc.addr(t), ConnParams{Timeout: 300 * time.Millisecond, NoRevFallback: true})
 			if err == nil {
 				t.Fatal("connected")
 			}
