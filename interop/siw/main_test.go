@@ -1,0 +1,73 @@
+package siw
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"testing"
+	"time"
+)
+
+// guest is the one guest the tests share (booting takes seconds under
+// TCG); bootErr says why there is none.
+var (
+	guest   *Guest
+	bootErr error
+)
+
+func TestMain(m *testing.M) {
+	code := func() int {
+		switch {
+		case os.Geteuid() != 0:
+			bootErr = fmt.Errorf("needs root (network namespaces, a tap)")
+		case os.Getenv("XRNIC_INTEROP") == "":
+			bootErr = fmt.Errorf("set XRNIC_INTEROP=1 or run `make interop` (boots a QEMU guest)")
+		default:
+			if _, err := exec.LookPath("qemu-system-x86_64"); err != nil {
+				bootErr = ErrNoQEMU
+				break
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+			guest, bootErr = Boot(ctx, Options{Log: func(f string, a ...any) { fmt.Fprintf(os.Stderr, f+"\n", a...) }}, peerFiles())
+			cancel()
+			if bootErr != nil {
+				fmt.Fprintf(os.Stderr, "siw guest: %v\n", bootErr)
+				return 1
+			}
+			defer guest.Close()
+		}
+		return m.Run()
+	}()
+	os.Exit(code)
+}
+
+// needGuest skips the test when no guest could be booted for a reason
+// other than a failure.
+func needGuest(t *testing.T) *Guest {
+	t.Helper()
+	if guest == nil {
+		t.Skipf("siw interop: %v", bootErr)
+	}
+	return guest
+}
+
+func ctxT(t *testing.T, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func peerFiles() map[string]string { return nil }
+
+func TestDevinfo(t *testing.T) {
+	g := needGuest(t)
+	r, err := g.Run(ctxT(t, time.Minute), Cmd{Args: []string{"ibv_devinfo", "-v"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !r.OK() {
+		t.Fatalf("ibv_devinfo: %v", r)
+	}
+	t.Logf("%s", r.Stdout)
+}

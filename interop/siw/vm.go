@@ -1,0 +1,347 @@
+package siw
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"syscall"
+	"time"
+
+	"xrnic/internal/netns"
+)
+
+// Cmd and Result are the guest agent's protocol (interop/siw/guest).
+type Cmd struct {
+	Args       []string
+	Env        []string
+	Stdin      string
+	Timeout    time.Duration
+	Background bool
+}
+
+// Result is what a guest command did.
+type Result struct {
+	ID       int
+	Stdout   string
+	Stderr   string
+	Exit     int
+	Error    string
+	Duration time.Duration
+}
+
+// OK tells whether the command ran and exited 0.
+func (r Result) OK() bool { return r.Exit == 0 && r.Error == "" }
+
+func (r Result) String() string {
+	return fmt.Sprintf("exit %d %s\nstdout:\n%s\nstderr:\n%s", r.Exit, r.Error, r.Stdout, r.Stderr)
+}
+
+// Options describe a guest.
+type Options struct {
+	Cache  string // prepare.sh's cache directory ("" = $XRNIC_SIW_CACHE or /var/cache/xrnic/siw)
+	MTU    int    // of the tap and the guest's eth0 (default 1500)
+	Memory int    // MiB (default 768)
+	Log    func(format string, a ...any)
+}
+
+// Guest is a running QEMU guest with siw, joined to namespace NS by a tap.
+type Guest struct {
+	NS        string
+	Tap       string
+	HostAddr  netip.Addr // the tap's address in NS
+	GuestAddr netip.Addr // the guest's eth0 (siw0's netdev)
+	MTU       int
+	Console   string // the guest's serial console log
+	Dir       string // artifacts: the prepared guest (rdma-core headers and libraries)
+
+	work   string
+	cmd    *exec.Cmd
+	exited chan struct{}
+	client *http.Client
+	log    func(string, ...any)
+}
+
+// NSPrefix names the namespaces guests use; stale ones of killed runs are
+// removed before a new one is made.
+const NSPrefix = "xrnicsiw-"
+
+var (
+	hostAddr  = netip.MustParseAddr("198.18.60.1")
+	guestAddr = netip.MustParseAddr("198.18.60.2")
+)
+
+// ErrNoQEMU means QEMU is not installed: the only reason the suite skips.
+var ErrNoQEMU = errors.New("qemu-system-x86_64 not found (Debian: apt-get install qemu-system-x86)")
+
+// Prepare runs prepare.sh (fetching and building only what the cache lacks)
+// and returns the directory of the prepared guest.
+func Prepare(cache string, log func(string, ...any)) (string, error) {
+	if cache == "" {
+		cache = os.Getenv("XRNIC_SIW_CACHE")
+	}
+	if cache == "" {
+		cache = "/var/cache/xrnic/siw"
+	}
+	_, self, _, _ := runtime.Caller(0)
+	script := filepath.Join(filepath.Dir(self), "prepare.sh")
+	cmd := exec.Command("bash", script, cache)
+	var stdout bytes.Buffer
+	cmd.Stdout = &stdout
+	cmd.Stderr = logWriter{log}
+	if err := cmd.Run(); err != nil {
+		return "", fmt.Errorf("prepare.sh: %w", err)
+	}
+	lines := strings.Fields(stdout.String())
+	if len(lines) == 0 {
+		return "", errors.New("prepare.sh printed no directory")
+	}
+	return lines[len(lines)-1], nil
+}
+
+type logWriter struct{ log func(string, ...any) }
+
+func (w logWriter) Write(p []byte) (int, error) {
+	for _, l := range strings.Split(strings.TrimRight(string(p), "\n"), "\n") {
+		w.log("%s", l)
+	}
+	return len(p), nil
+}
+
+// Boot prepares (if needed) and boots a guest, with extra files added to
+// its initramfs (guest path -> host path), and waits for its agent.
+func Boot(ctx context.Context, o Options, extra map[string]string) (*Guest, error) {
+	if o.Log == nil {
+		o.Log = func(string, ...any) {}
+	}
+	if o.MTU == 0 {
+		o.MTU = 1500
+	}
+	if o.Memory == 0 {
+		o.Memory = 768
+	}
+	qemu, err := exec.LookPath("qemu-system-x86_64")
+	if err != nil {
+		return nil, ErrNoQEMU
+	}
+	dir, err := Prepare(o.Cache, o.Log)
+	if err != nil {
+		return nil, err
+	}
+	work, err := os.MkdirTemp("", "xrnic-siw-")
+	if err != nil {
+		return nil, err
+	}
+	g := &Guest{Dir: dir, work: work, MTU: o.MTU, HostAddr: hostAddr, GuestAddr: guestAddr,
+		Tap: "tapsiw0", Console: filepath.Join(work, "console.log"), log: o.Log, exited: make(chan struct{})}
+	ok := false
+	defer func() {
+		if !ok {
+			g.Close()
+		}
+	}()
+
+	agent := filepath.Join(work, "init")
+	build := exec.Command("go", "build", "-trimpath", "-o", agent, "xrnic/interop/siw/guest")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("build the guest agent: %v\n%s", err, out)
+	}
+	files := map[string]string{"/init": agent}
+	for k, v := range extra {
+		files[k] = v
+	}
+	initrd := filepath.Join(work, "initrd.cpio")
+	if err := writeInitramfs(initrd, filepath.Join(dir, "root"), files); err != nil {
+		return nil, fmt.Errorf("initramfs: %w", err)
+	}
+
+	if err := netns.RemoveStale(NSPrefix); err != nil {
+		o.Log("remove stale namespaces: %v", err)
+	}
+	g.NS = fmt.Sprintf("%s%d-1-host", NSPrefix, os.Getpid())
+	if err := netns.IP("netns", "add", g.NS); err != nil {
+		g.NS = ""
+		return nil, err
+	}
+	for _, args := range [][]string{
+		{"link", "set", "lo", "up"},
+		{"tuntap", "add", "dev", g.Tap, "mode", "tap"},
+		{"link", "set", g.Tap, "mtu", fmt.Sprint(o.MTU)},
+		{"addr", "add", g.HostAddr.String() + "/24", "dev", g.Tap},
+		{"link", "set", g.Tap, "up"},
+	} {
+		if err := netns.IP(append([]string{"-n", g.NS}, args...)...); err != nil {
+			return nil, err
+		}
+	}
+
+	// Offloads off on both sides of the tap: every frame on it is final
+	// (checksummed, at most one MTU), as a capture or XDP wants it.
+	netdev := "tap,id=n0,ifname=" + g.Tap + ",script=no,downscript=no,vnet_hdr=off"
+	nic := "virtio-net-pci,netdev=n0,mac=52:54:00:c0:12:02,csum=off,gso=off,guest_csum=off," +
+		"guest_tso4=off,guest_tso6=off,guest_ecn=off,guest_ufo=off,host_tso4=off,host_tso6=off," +
+		"host_ecn=off,host_ufo=off,mrg_rxbuf=off"
+	args := []string{
+		"-nodefaults", "-no-user-config", "-no-reboot", "-display", "none",
+		"-machine", "q35,accel=tcg", "-cpu", "max", "-smp", "1", "-m", fmt.Sprint(o.Memory),
+		"-kernel", filepath.Join(dir, "vmlinuz"), "-initrd", initrd,
+		"-append", fmt.Sprintf("console=ttyS0 panic=-1 quiet loglevel=4 xrnic.addr=%s/24 xrnic.mtu=%d", g.GuestAddr, o.MTU),
+		"-serial", "file:" + g.Console,
+		"-netdev", netdev, "-device", nic,
+	}
+	g.cmd = netns.Command(g.NS, qemu, args...)
+	g.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	qlog, err := os.Create(filepath.Join(work, "qemu.log"))
+	if err != nil {
+		return nil, err
+	}
+	g.cmd.Stdout, g.cmd.Stderr = qlog, qlog
+	start := time.Now()
+	if err := g.cmd.Start(); err != nil {
+		qlog.Close()
+		return nil, err
+	}
+	go func() {
+		g.cmd.Wait()
+		qlog.Close()
+		close(g.exited)
+	}()
+
+	g.client = &http.Client{Transport: &http.Transport{
+		DisableKeepAlives: true,
+		DialContext: func(ctx context.Context, network, addr string) (c net.Conn, err error) {
+			err = netns.Do(g.NS, func() error {
+				var d net.Dialer
+				c, err = d.DialContext(ctx, network, addr)
+				return err
+			})
+			return c, err
+		},
+	}}
+	for {
+		rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		r, err := g.Run(rctx, Cmd{Args: []string{"cat", "/sys/class/infiniband/siw0/node_type"}})
+		cancel()
+		if err == nil {
+			if !r.OK() {
+				return nil, fmt.Errorf("guest up but no siw0 device: %v\nconsole:\n%s", r, g.ConsoleTail(40))
+			}
+			break
+		}
+		select {
+		case <-g.exited:
+			return nil, fmt.Errorf("qemu exited: %s\nconsole:\n%s", g.readFile("qemu.log"), g.ConsoleTail(40))
+		case <-ctx.Done():
+			return nil, fmt.Errorf("guest did not come up: %w\nconsole:\n%s", ctx.Err(), g.ConsoleTail(40))
+		case <-time.After(300 * time.Millisecond):
+		}
+	}
+	o.Log("guest up in %v (TCG), siw0 on %s", time.Since(start).Round(100*time.Millisecond), g.GuestAddr)
+	ok = true
+	return g, nil
+}
+
+func (g *Guest) readFile(name string) string {
+	b, _ := os.ReadFile(filepath.Join(g.work, name))
+	return string(b)
+}
+
+// ConsoleTail is the end of the guest's console log.
+func (g *Guest) ConsoleTail(lines int) string {
+	b, _ := os.ReadFile(g.Console)
+	l := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	if len(l) > lines {
+		l = l[len(l)-lines:]
+	}
+	return strings.Join(l, "\n")
+}
+
+func (g *Guest) post(ctx context.Context, path string, body any) (Result, error) {
+	var buf bytes.Buffer
+	if body != nil {
+		if err := json.NewEncoder(&buf).Encode(body); err != nil {
+			return Result{}, err
+		}
+	}
+	url := "http://" + netip.AddrPortFrom(g.GuestAddr, 7999).String() + path
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, &buf)
+	if err != nil {
+		return Result{}, err
+	}
+	resp, err := g.client.Do(req)
+	if err != nil {
+		return Result{}, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(resp.Body)
+		return Result{}, fmt.Errorf("guest agent %s: %s: %s", path, resp.Status, b)
+	}
+	var r Result
+	return r, json.NewDecoder(resp.Body).Decode(&r)
+}
+
+// Run runs c in the guest and waits for it.
+func (g *Guest) Run(ctx context.Context, c Cmd) (Result, error) {
+	c.Background = false
+	return g.post(ctx, "/run", c)
+}
+
+// Sh runs a shell command line in the guest (busybox sh).
+func (g *Guest) Sh(ctx context.Context, line string) (Result, error) {
+	return g.Run(ctx, Cmd{Args: []string{"sh", "-c", line}})
+}
+
+// Proc is a command running in the guest in the background.
+type Proc struct {
+	g  *Guest
+	id int
+}
+
+// Start starts c in the background.
+func (g *Guest) Start(ctx context.Context, c Cmd) (*Proc, error) {
+	c.Background = true
+	r, err := g.post(ctx, "/run", c)
+	if err != nil {
+		return nil, err
+	}
+	return &Proc{g: g, id: r.ID}, nil
+}
+
+// Wait waits for the command to end.
+func (p *Proc) Wait(ctx context.Context) (Result, error) {
+	return p.g.post(ctx, fmt.Sprintf("/wait?id=%d", p.id), nil)
+}
+
+// Kill kills the command (its process group) and returns what it did.
+func (p *Proc) Kill(ctx context.Context) (Result, error) {
+	return p.g.post(ctx, fmt.Sprintf("/kill?id=%d", p.id), nil)
+}
+
+// Close stops the guest and removes its namespace, tap and files.
+func (g *Guest) Close() error {
+	if g.cmd != nil && g.cmd.Process != nil {
+		g.cmd.Process.Kill()
+		<-g.exited
+	}
+	var err error
+	if g.NS != "" {
+		err = netns.IP("netns", "del", g.NS)
+		g.NS = ""
+	}
+	if g.work != "" && os.Getenv("XRNIC_SIW_KEEP") == "" {
+		os.RemoveAll(g.work)
+	}
+	return err
+}
