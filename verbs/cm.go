@@ -21,6 +21,14 @@ type ConnParam struct {
 	// MPARev is the MPA revision Dial sends: 2 (RFC 6581, default) or 1
 	// (RFC 5044). A responder answers in kind.
 	MPARev uint8
+	// NoMPARevFallback (Dial) turns off the retry in MPA revision 1 when
+	// the responder shows it does not understand revision 2: it closes or
+	// resets the connection without a Reply, or replies in revision 1
+	// (RFC 6581 §10). The retry uses a new TCP connection; RFC 5044 has no
+	// RTR negotiation, so a PeerToPeer Dial falls back only if RTR offers
+	// RTRWrite, and then sends the zero-length Write unnegotiated.
+	// ConnInfo.MPARevFallback tells that it happened.
+	NoMPARevFallback bool
 	// PeerToPeer asks (Dial) for RFC 6581 peer-to-peer mode, in which the
 	// initiator sends the first FPDU (the RTR).
 	PeerToPeer bool
@@ -42,11 +50,14 @@ type ConnParam struct {
 // ConnInfo is the outcome of connection setup.
 type ConnInfo struct {
 	Initiator bool
-	MPARev    uint8
-	CRC       bool
-	MarkersTx bool // we insert markers (the peer asked)
-	MarkersRx bool // the peer inserts markers (we asked)
-	IRD, ORD  int  // negotiated inbound and outbound Read+Atomic depths
+	MPARev    uint8 // the negotiated MPA revision
+	// MPARevFallback: the peer did not understand revision 2 and Dial
+	// connected again in revision 1 (see ConnParam.NoMPARevFallback).
+	MPARevFallback bool
+	CRC            bool
+	MarkersTx      bool // we insert markers (the peer asked)
+	MarkersRx      bool // the peer inserts markers (we asked)
+	IRD, ORD       int  // negotiated inbound and outbound Read+Atomic depths
 	// PeerToPeer: RFC 6581 peer-to-peer mode is on.
 	PeerToPeer bool
 	// MULPDU is the largest DDP segment payload per FPDU.
@@ -187,6 +198,13 @@ const (
 // (RDMA_CM_EVENT_REJECTED); errors.Is(err, ErrRejected) matches it.
 type RejectedError struct {
 	PrivateData []byte // the responder's private data
+	// PeerIRD and PeerORD are the raw IRD/ORD of the responder's RFC 6581
+	// reject Reply (HasPeerIRDORD), which RFC 6581 §9.1 asks to hand to
+	// the ULP: PeerORD is, for example, the ORD the responder needs when
+	// our IRD was too small (ConnParam.RequiredORD). 0x3FFF means "not
+	// negotiated".
+	PeerIRD, PeerORD int
+	HasPeerIRDORD    bool
 }
 
 func (e *RejectedError) Error() string   { return ErrRejected.Error() }

@@ -232,7 +232,7 @@ func (q *kernelQP) postSend(wr *SendWR) error { return mapErr(q.qp.PostSend(wr))
 func (q *kernelQP) postRecv(wr *RecvWR) error { return mapErr(q.qp.PostRecv(wr)) }
 
 func connParams(p *ConnParam) engine.ConnParams {
-	return engine.ConnParams{PrivateData: p.PrivateData, IRD: p.IRD, ORD: p.ORD, Rev: p.MPARev,
+	return engine.ConnParams{PrivateData: p.PrivateData, IRD: p.IRD, ORD: p.ORD, Rev: p.MPARev, NoRevFallback: p.NoMPARevFallback,
 		PeerToPeer: p.PeerToPeer, NoCRC: p.NoCRC, Markers: p.Markers, RTR: p.RTR,
 		RequiredORD: uint16(min(max(p.RequiredORD, 0), 0x3FFE)), Timeout: p.Timeout}
 }
@@ -243,7 +243,11 @@ func connErr(op string, err error) error {
 	}
 	var rej *engine.RejectedError
 	if errors.As(err, &rej) {
-		return &RejectedError{PrivateData: rej.PrivateData}
+		out := &RejectedError{PrivateData: rej.PrivateData}
+		if rej.HasEnhanced {
+			out.HasPeerIRDORD, out.PeerIRD, out.PeerORD = true, int(rej.PeerEnhanced.IRD), int(rej.PeerEnhanced.ORD)
+		}
+		return out
 	}
 	switch err {
 	case ErrClosed, ErrState, ErrWrongDevice, ErrNotConnected, ErrAlreadyInUse, ErrNoAtomics,
@@ -267,7 +271,7 @@ func (q *kernelQP) probe(ctx context.Context, stag uint32, to uint64) (ProbeResu
 
 func (q *kernelQP) connInfo() ConnInfo {
 	c := q.qp.ConnInfo()
-	out := ConnInfo{Initiator: c.Initiator, MPARev: c.Rev, CRC: c.CRC, MarkersTx: c.MarkersTx, MarkersRx: c.MarkersRx,
+	out := ConnInfo{Initiator: c.Initiator, MPARev: c.Rev, MPARevFallback: c.RevFallback, CRC: c.CRC, MarkersTx: c.MarkersTx, MarkersRx: c.MarkersRx,
 		IRD: c.IRD, ORD: c.ORD, PeerToPeer: c.PeerToPeer, MULPDU: c.MULPDU, PeerPrivateData: c.PeerPrivateData}
 	if c.HasEnhanced {
 		out.HasPeerIRDORD, out.PeerIRD, out.PeerORD = true, int(c.PeerEnhanced.IRD), int(c.PeerEnhanced.ORD)
