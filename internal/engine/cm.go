@@ -551,7 +551,10 @@ func (r *ConnRequest) Accept(ctx context.Context, qp *QP, p ConnParams) error {
 		}
 		reply, local, err := mpa.Respond(r.Enhanced, mpa.ResponderParams{MaxIRD: uint16(ird), ORD: uint16(ord), RequiredORD: p.RequiredORD, RTR: accept})
 		if err != nil && !errors.Is(err, term.MPAInsufficientIRD) {
-			return qp.failConnect(llp, &ConnError{"negotiate", err})
+			// No RTR type to offer: refuse with a reject Reply. A bare
+			// close would look like an RFC 5044 peer and make the
+			// initiator retry in revision 1 (RFC 6581 §10).
+			reply = mpa.Enhanced{PeerToPeer: r.Enhanced.PeerToPeer, IRD: min(uint16(ird), mpa.MaxIRDORD), ORD: min(uint16(ord), mpa.MaxIRDORD)}
 		}
 		negErr = err
 		fp.HasEnhanced = true
@@ -578,7 +581,10 @@ func (r *ConnRequest) Accept(ctx context.Context, qp *QP, p ConnParams) error {
 	}
 	if negErr != nil {
 		llp.CloseWrite()
-		return qp.failConnect(llp, &ConnError{"negotiate", asTermError(negErr)})
+		if errors.Is(negErr, term.MPAInsufficientIRD) {
+			negErr = term.MPAInsufficientIRD
+		}
+		return qp.failConnect(llp, &ConnError{"negotiate", negErr})
 	}
 	return qp.establish(llp, info, info.RTR)
 }

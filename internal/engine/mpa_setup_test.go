@@ -274,3 +274,27 @@ func TestMPASetupTerminateLocal(t *testing.T) {
 		t.Fatalf("terminate %+v %v", tm, err)
 	}
 }
+
+// TestAcceptNoRTRRejects: a responder left with no RTR type to offer (Read
+// only, with IRD 0) refuses a peer-to-peer Request with a reject Reply, so
+// the initiator sees a rejection rather than a close it would take for an
+// RFC 5044 peer (and retry in revision 1).
+func TestAcceptNoRTRRejects(t *testing.T) {
+	c, s := newSide(t, 4096, QPAttr{}), newSide(t, 4096, QPAttr{})
+	ln, _ := s.dev.Listen("tcp", "127.0.0.1:0")
+	defer ln.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	errc := acceptAsync(ctx, ln, s.qp, ConnParams{RTR: mpa.RTRRead, IRD: -1})
+	err := c.qp.Connect(ctx, ln.Addr().String(), ConnParams{PeerToPeer: true})
+	var re *RejectedError
+	if !errors.As(err, &re) || !re.HasEnhanced || !re.PeerEnhanced.PeerToPeer {
+		t.Fatalf("initiator: %v %+v", err, re)
+	}
+	if ci := c.qp.ConnInfo(); ci.RevFallback {
+		t.Fatal("fell back")
+	}
+	if err := <-errc; !errors.Is(err, mpa.ErrNoRTRSupport) {
+		t.Fatalf("responder: %v", err)
+	}
+}
