@@ -18,7 +18,8 @@ import (
 // Omitted parts take no space: M/D/R clear and the bytes left out, the
 // reading of siw and Wireshark (docs/spec/rdmap.md#terminate). With R but
 // not D the RDMA header follows the control word directly. This is the RFC
-// layout; what Linux siw transmits differs (little-endian bitfields:
+// layout, the only one we send; Decode also reads the control word Linux
+// siw transmits (little-endian bitfields, LayoutSiw:
 // docs/spec/interop.md#siw-terminate).
 const (
 	// ControlLen is the length of the Terminate Control word (with the
@@ -250,10 +251,20 @@ func ParseHeader(b []byte) (Header, error) {
 		return nil, ErrTruncated
 	}
 	h := Header(b)
+	if err := checkParts(b, h.Parts(), LayoutRFC); err != nil {
+		return nil, err
+	}
+	return h, nil
+}
+
+// checkParts checks that b is exactly a control word followed by the parts
+// p say are present. The siw tolerance (R set, no RDMA header) needs D in
+// LayoutSiw: siw only does it with the DDP header attached.
+func checkParts(b []byte, p Parts, l Layout) error {
 	off := ControlLen
-	if h.D() {
+	if p&PartD != 0 {
 		if len(b) < off+SegLenLen+1 {
-			return nil, ErrTruncated
+			return ErrTruncated
 		}
 		off += SegLenLen
 		if b[off]&ddpFlagTagged != 0 {
@@ -262,19 +273,19 @@ func ParseHeader(b []byte) (Header, error) {
 			off += ddpUntaggedLen
 		}
 		if len(b) < off {
-			return nil, ErrTruncated
+			return ErrTruncated
 		}
 	}
-	if h.R() && len(b) != off {
+	if p&PartR != 0 && (len(b) != off || l == LayoutSiw && p&PartD == 0) {
 		off += RDMAHeaderLen
 		if len(b) < off {
-			return nil, ErrTruncated
+			return ErrTruncated
 		}
 	}
 	if len(b) != off {
-		return nil, ErrTrailing
+		return ErrTrailing
 	}
-	return h, nil
+	return nil
 }
 
 // Control returns the 32-bit Terminate Control word (with reserved bits).
@@ -388,6 +399,26 @@ func (h Header) RDMAHeader() []byte {
 	return h[off : off+RDMAHeaderLen]
 }
 
+// Layout is the bit layout of a received Terminate control word.
+type Layout uint8
+
+const (
+	// LayoutRFC is RFC 5040 §4.8: byte 0 is Layer<<4 | EType, M/D/R are
+	// bits 7..5 of byte 2.
+	LayoutRFC Layout = iota
+	// LayoutSiw is what Linux siw transmits (its little-endian bitfields):
+	// byte 0 is EType<<4 | Layer, M/D/R are bits 0..2 of byte 2, reserved
+	// bits in the RFC layout (docs/spec/interop.md#siw-terminate).
+	LayoutSiw
+)
+
+func (l Layout) String() string {
+	if l == LayoutSiw {
+		return "siw"
+	}
+	return "rfc"
+}
+
 // Terminate is a decoded Terminate header.
 type Terminate struct {
 	Err        *Error // the reported error (predeclared when known)
@@ -396,24 +427,126 @@ type Terminate struct {
 	SegLen     uint16 // DDP Segment Length (valid with PartM)
 	DDPHeader  []byte // terminated DDP header (14 or 18 bytes) or nil; aliases the input
 	RDMAHeader []byte // terminated RDMA header (28 bytes) or nil; aliases the input
+	// Layout is the control word layout the header was read in.
+	Layout Layout
+	// Ambiguous: the word reads as a different predeclared error in the
+	// other layout as well, Alt, and nothing in the header tells which
+	// one the peer meant (see Decode). Err is the RFC reading.
+	Ambiguous bool
+	Alt       *Error
+}
+
+// control is one reading of a control word.
+type control struct {
+	layer       Layer
+	etype, code uint8
+	parts       Parts
+	rsvd        bool // reserved bits of byte 2 set in this reading
+}
+
+func readControl(b []byte, l Layout) control {
+	var c control
+	if l == LayoutSiw {
+		c = control{layer: Layer(b[0] & 0x0F), etype: b[0] >> 4, code: b[1], rsvd: b[2]&0xF8 != 0}
+		c.parts = Parts(b[2] & 0x07) // bit 0 M, bit 1 D, bit 2 R: the order of Parts
+		return c
+	}
+	h := Header(b)
+	return control{layer: h.Layer(), etype: h.EType(), code: h.Code(), parts: h.Parts(), rsvd: b[2]&0x1F != 0}
+}
+
+func (c control) sameError(o control) bool {
+	return c.layer == o.layer && c.etype == o.etype && c.code == o.code
+}
+
+func (c control) known() bool {
+	_, ok := Lookup(c.layer, c.etype, c.code)
+	return ok
 }
 
 // Decode parses a received Terminate header (the DDP payload of a Terminate
-// message). It allocates nothing when the error triple is known.
+// message) in either control word layout. It allocates nothing when the
+// error triple is known.
+//
+// Which layout (docs/spec/interop.md#siw-terminate): a reading must fit
+// the frame (the parts it says are present, and nothing after them).
+// When both fit, a reading whose own reserved bits of byte 2 are clear
+// beats one whose are set (siw's flags sit in RFC-reserved bits and the
+// RFC's flags in siw-reserved ones); then a predeclared triple beats an
+// unknown one; then the RFC reading is returned, with Ambiguous set and
+// the siw reading in Alt when both are predeclared errors. For the frames
+// conforming peers and siw send, that is left only for a bare word whose
+// two nibbles name defined errors both ways: 0x02/0x20 with code 0x05,
+// 0x06 or 0x07 (RDMAP Remote Operation against an RFC 6581 MPA error) and
+// 0x01/0x10 with code 0x00 (RDMAP Invalid STag against DDP Local
+// Catastrophic). The caller, which knows what it sent, may pick the other
+// reading with DecodeLayout.
 func Decode(b []byte) (Terminate, error) {
-	h, err := ParseHeader(b)
-	if err != nil {
+	if len(b) < ControlLen {
+		return Terminate{}, ErrTruncated
+	}
+	r, s := readControl(b, LayoutRFC), readControl(b, LayoutSiw)
+	errR, errS := checkParts(b, r.parts, LayoutRFC), checkParts(b, s.parts, LayoutSiw)
+	switch {
+	case errR != nil && errS != nil:
+		if r.parts == 0 && s.parts != 0 {
+			return Terminate{}, errS // siw's flags: its reason is the one to tell
+		}
+		return Terminate{}, errR
+	case errR != nil:
+		return decoded(b, s, LayoutSiw), nil
+	case errS != nil, r.sameError(s) && r.parts == s.parts:
+		return decoded(b, r, LayoutRFC), nil
+	case r.rsvd != s.rsvd:
+		if r.rsvd {
+			return decoded(b, s, LayoutSiw), nil
+		}
+		return decoded(b, r, LayoutRFC), nil
+	}
+	kr, ks := r.known(), s.known()
+	if ks && !kr {
+		return decoded(b, s, LayoutSiw), nil
+	}
+	t := decoded(b, r, LayoutRFC)
+	if kr && ks && !r.sameError(s) {
+		t.Ambiguous = true
+		t.Alt, _ = Lookup(s.layer, s.etype, s.code)
+	}
+	return t, nil
+}
+
+// DecodeLayout parses a received Terminate header reading the control word
+// in layout l only.
+func DecodeLayout(b []byte, l Layout) (Terminate, error) {
+	if len(b) < ControlLen {
+		return Terminate{}, ErrTruncated
+	}
+	c := readControl(b, l)
+	if err := checkParts(b, c.parts, l); err != nil {
 		return Terminate{}, err
 	}
-	e, known := Lookup(h.Layer(), h.EType(), h.Code())
-	return Terminate{
-		Err:        e,
-		Known:      known,
-		Parts:      h.Parts(),
-		SegLen:     h.SegLen(),
-		DDPHeader:  h.DDPHeader(),
-		RDMAHeader: h.RDMAHeader(),
-	}, nil
+	return decoded(b, c, l), nil
+}
+
+// decoded builds the Terminate of b read as c; checkParts(b, c.parts) holds.
+func decoded(b []byte, c control, l Layout) Terminate {
+	e, known := Lookup(c.layer, c.etype, c.code)
+	t := Terminate{Err: e, Known: known, Parts: c.parts, Layout: l}
+	off := ControlLen
+	if c.parts&PartD != 0 {
+		t.SegLen = binary.BigEndian.Uint16(b[off:])
+		off += SegLenLen
+		n := ddpUntaggedLen
+		if b[off]&ddpFlagTagged != 0 {
+			n = ddpTaggedLen
+		}
+		t.DDPHeader = b[off : off+n]
+		off += n
+	}
+	if c.parts&PartR != 0 && len(b) >= off+RDMAHeaderLen {
+		t.RDMAHeader = b[off : off+RDMAHeaderLen]
+	}
+	return t
 }
 
 // String renders the Terminate for logs and tools, e.g.
@@ -470,6 +603,12 @@ func (t Terminate) String() string {
 		sb.WriteString("}")
 	} else if t.Parts&PartR != 0 {
 		sb.WriteString(" rdma{missing}")
+	}
+	if t.Layout == LayoutSiw {
+		sb.WriteString(" layout=siw")
+	}
+	if t.Ambiguous && t.Alt != nil {
+		sb.WriteString(" (or, in siw's layout, " + t.Alt.String() + ")")
 	}
 	return sb.String()
 }

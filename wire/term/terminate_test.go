@@ -315,14 +315,36 @@ func FuzzDecode(f *testing.F) {
 	f.Add(unhex(f, "1101c000 0013 c14000001234000000000000 1000"))
 	f.Add(append(unhex(f, "0100e000 002e"), ulpdu(f, "read-rtr")...))
 	f.Add([]byte{0x20, 0x02, 0, 0})
+	// siw's layout (docs/spec/interop.md#siw-terminate).
+	f.Add([]byte{0x20, 0x06, 0, 0})
+	f.Add(cat(siwControl(1, 1, 0, true, true, false), siwAttach(ulpdu(f, "write-hello"), siwRdmaWrite, siwHdrWrite)))
+	f.Add(cat(siwControl(0, 1, 0, true, true, true), siwAttach(ulpdu(f, "read-rtr"), siwRdmaRreq, siwHdrReadReq)))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		d, err := Decode(b)
+		_, errR := DecodeLayout(b, LayoutRFC)
+		_, errS := DecodeLayout(b, LayoutSiw)
+		if (err == nil) != (errR == nil || errS == nil) {
+			t.Fatalf("Decode %v, but RFC %v, siw %v", err, errR, errS)
+		}
 		if err != nil {
 			return
 		}
 		_ = d.String()
-		h := Header(b)
-		if d.Err.Layer != h.Layer() || d.Err.EType != h.EType() || d.Err.Code != h.Code() {
+		if l, err := DecodeLayout(b, d.Layout); err != nil || l.Err.Layer != d.Err.Layer || l.Err.EType != d.Err.EType || l.Err.Code != d.Err.Code || l.Parts != d.Parts {
+			t.Fatalf("Decode %+v, DecodeLayout(%v) %+v %v", d, d.Layout, l, err)
+		}
+		if d.Ambiguous {
+			a, err := DecodeLayout(b, LayoutSiw)
+			if d.Layout != LayoutRFC || err != nil || a.Err != d.Alt || !d.Known || !a.Known {
+				t.Fatalf("ambiguous %+v, siw reading %+v %v", d, a, err)
+			}
+		}
+		// The triple as the layout puts it in bytes 0 and 1.
+		layer, etype := Layer(b[0]>>4), b[0]&0x0F
+		if d.Layout == LayoutSiw {
+			layer, etype = Layer(b[0]&0x0F), b[0]>>4
+		}
+		if d.Err.Layer != layer || d.Err.EType != etype || d.Err.Code != b[1] {
 			t.Fatal("error triple mismatch")
 		}
 		p := d.Parts
@@ -338,8 +360,19 @@ func FuzzDecode(f *testing.F) {
 			t.Fatalf("re-encode: %v", err)
 		}
 		want := append([]byte(nil), b...)
-		Header(want).SetControl(h.Control() &^ 0x1FFF)
-		Header(want).SetM(p&PartM != 0)
+		if d.Layout == LayoutSiw {
+			// Our encoder writes the RFC word; compare with siw's word
+			// for the same error and parts, reserved bits cleared.
+			copy(out, siwControl(uint32(d.Err.Layer), uint32(d.Err.EType), uint32(d.Err.Code), p&PartM != 0, p&PartD != 0, p&PartR != 0))
+			want[2] &= 0x07
+			want[3] = 0
+			if p&PartM == 0 {
+				want[2] &^= 0x01
+			}
+		} else {
+			Header(want).SetControl(Header(b).Control() &^ 0x1FFF)
+			Header(want).SetM(p&PartM != 0)
+		}
 		if !bytes.Equal(out[:n], want) {
 			t.Fatalf("round trip\n got % x\nwant % x", out[:n], want)
 		}
