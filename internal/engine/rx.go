@@ -498,12 +498,15 @@ func statusForPeerError(e *term.Error) Status {
 
 // rxTerminate handles a received Terminate: the WR it refers to gets a
 // specific status, everything else is flushed, and no Terminate is sent
-// back (RFC 5040 §5.4).
+// back (RFC 5040 §5.4). Linux siw's control word layout is read as siw
+// meant it (docs/spec/interop.md#siw-terminate).
 func (qp *QP) rxTerminate(pl []byte) {
-	t, err := term.Decode(pl)
+	t, err := qp.decodePeerTermLocked(pl)
 	te := t.Err
 	if err != nil || te == nil {
 		te = term.RDMAPLocalCatastrophic
+	} else if t.Layout == term.LayoutSiw {
+		qp.stats.termsSiw.Add(1)
 	}
 	qp.peerTerm = te
 	qp.stats.termRecv(te)

@@ -36,6 +36,7 @@ type counters struct {
 	txBatches        atomic.Uint64
 	termsSent        []atomic.Uint64
 	termsRecv        []atomic.Uint64
+	termsSiw         atomic.Uint64    // received in Linux siw's control word layout
 	atomics          [2]atomic.Uint64 // FetchAdd, CmpSwap executed as responder
 	cmpSwapMatched   atomic.Uint64
 }
@@ -99,6 +100,7 @@ func (qp *QP) Stats() Stats {
 	}
 	s.TermsSent = collect(c.termsSent)
 	s.TermsRecv = collect(c.termsRecv)
+	s.TermsRecvSiw = c.termsSiw.Load()
 	return s
 }
 

@@ -250,8 +250,8 @@ func (qp *QP) buildRespLocked(n int) (int, bool) {
 				w, e := qp.dev.table.Check(r.srcSTag, qp.pd, qp.num, mem.RemoteRead, r.srcTO+r.off, rem, mem.OpReadSource)
 				if e != nil {
 					// The source went away after the request was accepted:
-					// an error while building an outbound message.
-					qp.fatalLocked(e, nil, true)
+					// the Terminate names the Read as far as it got.
+					qp.readSourceFailedLocked(r, e)
 					return n, true
 				}
 				copy(u[ddp.TaggedHeaderLen:], w)

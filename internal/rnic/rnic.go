@@ -241,6 +241,10 @@ type Stats struct {
 	TxBatches        uint64 // LLP writes
 	TermsSent        []TermCount
 	TermsRecv        []TermCount
+	// TermsRecvSiw counts the received Terminates (of TermsRecv) whose
+	// control word was in Linux siw's layout
+	// (docs/spec/interop.md#siw-terminate).
+	TermsRecvSiw uint64
 	// FetchAdds and CmpSwaps executed for the peer; CmpSwapMatched of
 	// them matched (and so wrote).
 	FetchAdds, CmpSwaps, CmpSwapMatched uint64
