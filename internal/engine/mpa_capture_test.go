@@ -1,0 +1,119 @@
+package engine
+
+import (
+	"bufio"
+	"context"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"xrnic/wire/wiretest"
+)
+
+// TestCaptureRevFallback captures a peer-to-peer initiator falling back to
+// MPA revision 1 against an RFC 5044-only responder and has tshark judge
+// the second connection: a Rev 1 Request and Reply, then the unnegotiated
+// zero-length RDMA Write RTR as one FPDU with a good CRC. Needs root and
+// tshark/dumpcap, as TestCaptureTshark.
+func TestCaptureRevFallback(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("capturing on lo needs root")
+	}
+	tshark, err := wiretest.FindTshark()
+	if err != nil {
+		t.Skip(err)
+	}
+	dumpcap, err := exec.LookPath("dumpcap")
+	if err != nil {
+		t.Skip("dumpcap not found: " + wiretest.InstallHint)
+	}
+	got := make(chan [][]byte, 1)
+	addr, _ := rfc5044Responder(t, "close", got)
+	_, port, _ := net.SplitHostPort(addr)
+
+	pcap := filepath.Join(t.TempDir(), "fallback.pcapng")
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, dumpcap, "-q", "-i", "lo", "-f", "tcp port "+port, "-w", pcap)
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	stopped := false
+	stop := func() {
+		if !stopped {
+			stopped = true
+			cmd.Process.Signal(os.Interrupt)
+			cmd.Wait()
+		}
+	}
+	defer stop()
+	ready := make(chan bool, 1)
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			if strings.Contains(sc.Text(), "Capturing on") {
+				ready <- true
+			}
+		}
+		ready <- false
+	}()
+	select {
+	case ok := <-ready:
+		if !ok {
+			t.Fatal("dumpcap did not start")
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("dumpcap did not start within 10 s")
+	}
+	time.Sleep(300 * time.Millisecond) // the filter is attached after the banner
+
+	c := newSide(t, 4096, QPAttr{})
+	if err := c.qp.Connect(ctx, addr, ConnParams{PeerToPeer: true}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(50 * time.Millisecond)
+	dctx, dcancel := context.WithTimeout(ctx, 5*time.Second)
+	c.qp.Disconnect(dctx)
+	dcancel()
+	<-got
+	time.Sleep(1500 * time.Millisecond) // let dumpcap read its last block
+	stop()
+
+	d, err := wiretest.RunTshark(ctx, tshark, pcap)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rev1Req, rev1Rep, fpdus int
+	for n := 1; n <= len(d.Frames); n++ {
+		f := d.Frames[n]
+		if f["iwarp_mpa.rev"] == "1" && f["iwarp_mpa.key.req"] != "" {
+			rev1Req++
+		}
+		if f["iwarp_mpa.rev"] == "1" && f["iwarp_mpa.key.rep"] != "" {
+			rev1Rep++
+		}
+		if f["iwarp_mpa.ulpdulength"] == "" {
+			continue
+		}
+		fpdus++
+		if v, ok := d.CRC[n]; !ok || !v.Good {
+			t.Errorf("frame %d (%s): CRC verdict %+v", n, f["_ws.col.Info"], v)
+		}
+		if l, _ := strconv.ParseUint(f["iwarp_mpa.ulpdulength"], 0, 16); l != 14 || f["iwarp_ddp.tagged_flag"] != "1" || f["iwarp_ddp.last_flag"] != "1" {
+			t.Errorf("frame %d: %v, want a zero-length RDMA Write (ULPDU 14, tagged, last)", n, f)
+		}
+	}
+	t.Logf("tshark %s: %d frames, Rev 1 Request %d, Reply %d, FPDUs %d", d.Version, len(d.Frames), rev1Req, rev1Rep, fpdus)
+	if rev1Req != 1 || rev1Rep != 1 || fpdus != 1 {
+		t.Fatalf("tshark saw %d Rev 1 Requests, %d Rev 1 Replies, %d FPDUs; want 1, 1, 1", rev1Req, rev1Rep, fpdus)
+	}
+}
