@@ -13,8 +13,10 @@ import (
 //   - after an RFC 7306 message (opcodes 0x8-0xB) the RDMAP reading wins:
 //     Unexpected OpCode is what a peer without the extensions answers
 //     (RFC 7306 §1.1), and siw sends it as 20 06 00 00;
-//   - before we sent any FPDU the LLP reading wins: only a connection
-//     setup error (RFC 6581 0x05-0x07) can answer nothing;
+//   - while the stream is in setup (this Terminate is the first FPDU we
+//     received, and we sent at most one) the LLP reading wins: RFC 6581
+//     errors 0x05-0x07 come then, as the initiator's first FPDU or as the
+//     responder's answer to it (docs/spec/mpa.md#terminate-setup);
 //   - otherwise the RFC reading stands.
 func (qp *QP) decodePeerTermLocked(pl []byte) (term.Terminate, error) {
 	t, err := term.Decode(pl)
@@ -25,7 +27,7 @@ func (qp *QP) decodePeerTermLocked(pl []byte) (term.Terminate, error) {
 	switch {
 	case qp.sentExtensions():
 		want = term.LayerRDMAP
-	case qp.stats.txFPDUs.Load() == 0:
+	case qp.stats.rxFPDUs.Load() <= 1 && qp.stats.txFPDUs.Load() <= 1:
 		want = term.LayerLLP
 	default:
 		return t, nil

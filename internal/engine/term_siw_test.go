@@ -167,3 +167,43 @@ func TestSiwTerminateWriteInvalidSTag(t *testing.T) {
 		t.Errorf("siw-layout Terminates %d", st.TermsRecvSiw)
 	}
 }
+
+// TestSiwTerminateSetupPhase: a bare word that reads as RDMAP Remote
+// Operation one way and as an RFC 6581 setup error the other is the setup
+// error while the stream is in setup (the first FPDU received, at most one
+// sent), and keeps its RFC reading after that.
+func TestSiwTerminateSetupPhase(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		writes int
+		want   *term.Error
+		siw    uint64
+	}{
+		{"answer to the first FPDU", 1, term.MPANoMatchingRTR, 1},
+		{"after two FPDUs", 2, term.RDMAPCatastrophicStream, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, p := rawResponder(t, ConnParams{}, Config{})
+			for i := 0; i < tc.writes; i++ {
+				mustPost(t, s.qp, SendWR{ID: uint64(i), Op: OpWrite, SGL: []SGE{s.sge(0, 8)}, RemoteSTag: 0x1234, RemoteTO: 0})
+				if _, err := p.Next(5 * time.Second); err != nil {
+					t.Fatal(err)
+				}
+			}
+			// siw's MPA No Matching RTR (2/0/0x07): 02 07 00 00, which
+			// the RFC layout reads as RDMAP Catastrophic, stream.
+			if err := p.Send(siwTermULPDU(2, 0, 0x07, false, false, false, nil)); err != nil {
+				t.Fatal(err)
+			}
+			if err := p.ExpectEOF(5 * time.Second); err != nil {
+				t.Fatal(err)
+			}
+			if pt := s.qp.PeerTerminate(); pt != tc.want {
+				t.Errorf("peer Terminate %v, want %v", pt, tc.want)
+			}
+			if n := s.qp.Stats().TermsRecvSiw; n != tc.siw {
+				t.Errorf("siw-layout Terminates %d, want %d", n, tc.siw)
+			}
+		})
+	}
+}
