@@ -45,8 +45,11 @@ type Conn interface {
 // only during the call). rx always consumes the whole piece and returns
 // len(p); a non-nil error means the QP stopped receiving (it has gone to
 // error) and the stack may drop the rest. The stack calls rx from one
-// goroutine at a time and reports the peer's FIN or a lost connection by
-// calling rx with a nil piece, and then never again.
+// goroutine at a time and reports the end of the stream by calling rx
+// once more, and then never again: with an empty, non-nil piece for the
+// peer's FIN (an orderly close; the Conn stays writable where the stack
+// allows it), with a nil piece for a lost connection (reset, timeout,
+// closed under it).
 type PushConn interface {
 	Conn
 	StartPush(rx func(p []byte) (int, error))

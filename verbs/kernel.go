@@ -218,7 +218,7 @@ func (k *kernelDev) createQP(pd uint32, a *QPAttr) (qpImpl, error) {
 	}
 	qp, err := k.d.CreateQP(engine.QPAttr{PD: mem.PD(pd), SendCQ: scq.cq, RecvCQ: rcq.cq,
 		SQDepth: a.SQDepth, RQDepth: a.RQDepth, MaxSGE: a.MaxSGE, SigAll: a.SigAll, MaxORD: a.MaxORD, MaxIRD: a.MaxIRD,
-		RequestTimeout: a.RequestTimeout})
+		RequestTimeout: a.RequestTimeout, WakeAfter: a.WakeAfter})
 	if err != nil {
 		return nil, mapErr(err)
 	}
@@ -293,6 +293,9 @@ func (q *kernelQP) err() error {
 	}
 	return nil
 }
+
+func (q *kernelQP) disconnected() error { return q.qp.Disconnected() }
+func (q *kernelQP) wakes() uint64       { return q.qp.Wakes() }
 
 func (q *kernelQP) disconnect(ctx context.Context) error { return mapErr(q.qp.Disconnect(ctx)) }
 func (q *kernelQP) close() error                         { return mapErr(q.qp.Close()) }

@@ -70,6 +70,8 @@ type qpImpl interface {
 	queues() QueueInfo
 	state() QPState
 	err() error
+	disconnected() error
+	wakes() uint64
 	peerTerminate() *term.Error
 	stats() Stats
 	disconnect(ctx context.Context) error

@@ -28,6 +28,13 @@ type QPAttr struct {
 	// StatusRetryExcErr and the QP goes to error (an RC QP's timeout in
 	// libibverbs). 0: DeviceConfig.RequestTimeout (30 s); negative: never.
 	RequestTimeout time.Duration
+	// WakeAfter is how long an outstanding RDMA Read or Atomic may see no
+	// response, while the QP sends nothing else, before it sends a
+	// zero-length RDMA Write (never checked by the peer) to wake a peer
+	// that missed the request: Linux siw attaches its QP to the socket
+	// only after sending its MPA Reply. At most 3 per request. 0: 100 ms;
+	// negative: never.
+	WakeAfter time.Duration
 }
 
 // QP is an iWARP queue pair (ibv_qp + rdma_cm_id): one RDMAP stream over
@@ -85,8 +92,21 @@ func (qp *QP) RecvCQ() *CQ { return qp.rcq }
 func (qp *QP) State() QPState { return qp.q.state() }
 
 // Err returns the iWARP error (a *term.Error) that moved the QP to error,
-// or nil.
+// or nil. An orderly close by either side is no error: see Disconnected.
 func (qp *QP) Err() error { return qp.q.err() }
+
+// Disconnected returns ErrPeerClosed once the peer has closed the
+// connection in order (RDMA_CM_EVENT_DISCONNECTED), else nil: still
+// connected, or ended by an error (Err; a lost connection is
+// term.MPAConnectionLost). After the peer's close the QP stays in
+// QPRTS for a while: posted receives and Reads/Atomics are flushed, what
+// else is posted is still sent; it then closes its side too (after
+// Disconnect, Close, or 200 ms with nothing to send) and goes to QPError.
+func (qp *QP) Disconnected() error { return qp.q.disconnected() }
+
+// Wakes returns how many zero-length Writes the QP sent to wake a peer
+// that left a Read or Atomic unanswered (see QPAttr.WakeAfter).
+func (qp *QP) Wakes() uint64 { return qp.q.wakes() }
 
 // Stats returns a snapshot of the QP's counters (messages and bytes by
 // RDMAP opcode and direction, Terminates by error, atomics executed).

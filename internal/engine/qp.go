@@ -2,6 +2,7 @@ package engine
 
 import (
 	"cmp"
+	"errors"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -27,7 +28,17 @@ type QPAttr struct {
 	// RequestTimeout overrides Config.RequestTimeout for this QP (0: the
 	// device's; negative: never).
 	RequestTimeout time.Duration
+	// WakeAfter is how long an outstanding Read or Atomic may see no
+	// response, while we send nothing else, before the QP sends a
+	// zero-length RDMA Write to wake the peer (at most maxWakes per
+	// request; watchdog.go). 0: 100 ms; negative: never.
+	WakeAfter time.Duration
 }
+
+// ErrPeerClosed is what Disconnected reports once the peer has closed its
+// half of the connection in order (its FIN at a message boundary): a
+// disconnect, as rdma_cm's RDMA_CM_EVENT_DISCONNECTED, not a failure.
+var ErrPeerClosed = errors.New("engine: the peer closed the connection")
 
 // sq entry states
 const (
@@ -101,6 +112,8 @@ type QP struct {
 	responses uint64 // under mu
 	wd        watchState
 	stalls    atomic.Uint64 // QPs the watchdog ended (Stats.Stalls)
+	wakeAfter time.Duration // see QPAttr.WakeAfter (<= 0: off)
+	wakes     atomic.Uint64 // zero-length Writes sent to wake the peer
 
 	// Invalidation grace periods (invalidate.go).
 	invPending atomic.Bool  // an SQ entry is sqInvalidating
@@ -145,6 +158,7 @@ type QP struct {
 	peerTerm    *term.Error
 	firstErr    *term.Error
 	rxStopped   bool
+	peerFIN     bool // the peer closed its half in order (under mu)
 	txStarted   bool // runTx was started (establish)
 
 	// rx state (under mu)
@@ -229,7 +243,7 @@ func (d *Device) CreateQP(a QPAttr) (*QP, error) {
 	}
 	qp := &QP{
 		dev: d, pd: a.PD, scq: a.SendCQ, rcq: a.RecvCQ, maxSGE: a.MaxSGE, sigAll: a.SigAll,
-		maxORD: a.MaxORD, maxIRD: a.MaxIRD, reqTimeout: cmp.Or(a.RequestTimeout, d.cfg.RequestTimeout),
+		maxORD: a.MaxORD, maxIRD: a.MaxIRD, reqTimeout: cmp.Or(a.RequestTimeout, d.cfg.RequestTimeout), wakeAfter: cmp.Or(a.WakeAfter, defaultWakeAfter),
 		sq: make([]sqEntry, a.SQDepth+1), sqSGE: make([]SGE, (a.SQDepth+1)*max(a.MaxSGE, 1)),
 		rq: make([]rqEntry, rq), rqSGE: make([]SGE, rq*max(a.MaxSGE, 1)), held: make([]Completion, 0, rq),
 		ordQ: make([]uint32, a.MaxORD+1), irdQ: make([]irdEntry, a.MaxIRD+1),
@@ -316,11 +330,27 @@ func (qp *QP) PeerTerminate() *term.Error {
 }
 
 // Err returns the iWARP error that moved the QP to error (sent or received
-// Terminate, or term.MPAConnectionLost), or nil.
+// Terminate, or term.MPAConnectionLost), or nil. An orderly close by
+// either side is no error (see Disconnected).
 func (qp *QP) Err() *term.Error {
 	qp.mu.Lock()
 	defer qp.mu.Unlock()
 	return qp.firstErr
+}
+
+// Disconnected returns ErrPeerClosed once the peer has closed its half of
+// the connection in order, else nil (connected, or ended by an error:
+// see Err). The QP stays in QPRTS after the peer's FIN: what is posted
+// is still sent, receives and Reads/Atomics, which can no longer
+// complete, are flushed. It sends its own FIN on Disconnect or Close, or
+// once it has been idle for closeLinger (watchdog.go); then QPError.
+func (qp *QP) Disconnected() error {
+	qp.mu.Lock()
+	defer qp.mu.Unlock()
+	if qp.peerFIN {
+		return ErrPeerClosed
+	}
+	return nil
 }
 
 func (qp *QP) sqLen() int { return len(qp.sq) - 1 }
@@ -444,8 +474,8 @@ func (qp *QP) PostRecv(wr *RecvWR) error {
 	e, sgl := qp.rqSlot(qp.rqTail)
 	*e = rqEntry{id: wr.ID, nsge: copy(sgl, wr.SGL), length: length}
 	qp.rqTail++
-	if qp.state == QPError {
-		qp.flushRQLocked()
+	if qp.state == QPError || qp.peerFIN {
+		qp.flushRQLocked() // nothing more can arrive
 	}
 	qp.mu.Unlock()
 	return nil
@@ -550,6 +580,48 @@ func (qp *QP) flushLocked() {
 	qp.flushRQLocked()
 }
 
+// flushORDLocked completes our outstanding Reads and Atomics flushed:
+// after the peer's FIN no response can come. Later WRs go on.
+func (qp *QP) flushORDLocked() {
+	for ; qp.ordHead != qp.ordTail; qp.ordHead++ {
+		seq := qp.ordQ[qp.ordHead%uint32(len(qp.ordQ))]
+		if seq == ordRTR {
+			continue
+		}
+		if e, _ := qp.sqSlot(seq); e.state == sqWaiting {
+			e.state, e.status = sqDone, StatusWRFlushErr
+		}
+	}
+	qp.completeSQLocked()
+}
+
+// peerClosedLocked handles the peer's orderly FIN (RFC 5041 §6.2.1: the
+// half-close is reported, outbound work goes on): what can no longer
+// complete is flushed, the rest stays.
+func (qp *QP) peerClosedLocked() {
+	qp.peerFIN = true
+	qp.flushRQLocked()
+	qp.flushORDLocked()
+	qp.ring()
+}
+
+// endPeerClosed waits until tx has ended the stream in order (or Close
+// stops the QP), then moves the QP to error: both halves are closed. It
+// runs on the rx goroutine, or its own one over a PushLLP.
+func (qp *QP) endPeerClosed() {
+	select {
+	case <-qp.txEnded:
+	case <-qp.stop:
+	}
+	qp.mu.Lock()
+	if qp.state == QPRTS || qp.state == QPClosing {
+		qp.state = QPError
+		qp.flushLocked()
+		qp.ring()
+	}
+	qp.mu.Unlock()
+}
+
 // fatalLocked moves the QP to error because of e. When sendTerm is set and
 // the stream still allows it, a Terminate reporting e about the offending
 // segment (nil if none) is queued as the last thing tx sends. Every
@@ -583,17 +655,20 @@ func (qp *QP) Close() error {
 	qp.mu.Lock()
 	st := qp.state
 	qp.mu.Unlock()
+	deadline := time.Now().Add(qp.dev.cfg.ConnTimeout)
 	if st == QPRTS {
-		qp.disconnect(time.Now().Add(qp.dev.cfg.ConnTimeout))
+		qp.disconnect(deadline)
 	}
 	qp.mu.Lock()
-	if qp.state == QPError && qp.txStarted {
+	if (qp.state == QPError || qp.state == QPClosing) && qp.txStarted {
 		// A QP in error: tx sends the Terminate as the last FPDU and
-		// half-closes. Let it finish before the LLP is closed under it,
-		// so the peer gets the Terminate rather than a lost connection
-		// (bounded by ConnTimeout: a stalled LLP does not hold Close).
+		// half-closes; closing (the peer's FIN came first): tx sends
+		// what is queued, then its FIN. Let it finish before the LLP is
+		// closed under it, so the peer gets all of it rather than a
+		// lost connection (bounded by ConnTimeout: a stalled LLP does
+		// not hold Close).
 		qp.mu.Unlock()
-		t := time.NewTimer(qp.dev.cfg.ConnTimeout)
+		t := time.NewTimer(max(time.Until(deadline), 0))
 		select {
 		case <-qp.txEnded:
 		case <-t.C:

@@ -3,6 +3,7 @@ package engine
 import (
 	"encoding/binary"
 	"errors"
+	"io"
 
 	"xrnic/atomics"
 	"xrnic/mem"
@@ -16,7 +17,6 @@ import (
 // feeds input.
 func (qp *QP) runRx() {
 	defer qp.wg.Done()
-	defer close(qp.rxExit)
 	for {
 		n, err := qp.llp.Read(qp.rxbuf)
 		if n > 0 {
@@ -24,8 +24,12 @@ func (qp *QP) runRx() {
 			qp.releaseHeld()
 		}
 		if err != nil {
-			qp.rxEOF()
+			fin := qp.rxEOF(errors.Is(err, io.EOF))
 			qp.releaseHeld()
+			if fin {
+				qp.endPeerClosed()
+			}
+			close(qp.rxExit)
 			return
 		}
 	}
@@ -33,14 +37,16 @@ func (qp *QP) runRx() {
 
 // rxPush is the receive function handed to a PushLLP (see PushLLP).
 func (qp *QP) rxPush(p []byte) (int, error) {
-	if p == nil {
-		qp.rxEOF()
-		qp.mu.Lock()
-		if !qp.rxStopped {
-			qp.rxStopped = true
-			close(qp.rxExit)
+	if len(p) == 0 { // the end: nil, connection lost; empty, the peer's FIN
+		if qp.rxEOF(p != nil) {
+			// The loop must not wait: end the QP once tx has ended.
+			go func() {
+				qp.endPeerClosed()
+				qp.stopRx()
+			}()
+		} else {
+			qp.stopRx()
 		}
-		qp.mu.Unlock()
 		return 0, nil
 	}
 	ok := qp.input(p)
@@ -51,18 +57,31 @@ func (qp *QP) rxPush(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// rxEOF handles the end of the inbound stream (FIN, reset or close).
-func (qp *QP) rxEOF() {
+func (qp *QP) stopRx() {
 	qp.mu.Lock()
-	switch qp.state {
-	case QPRTS:
-		qp.fatalLocked(term.MPAConnectionLost, nil, false)
-	case QPClosing:
-		qp.state = QPError
-		qp.flushLocked()
-		qp.ring()
+	if !qp.rxStopped {
+		qp.rxStopped = true
+		close(qp.rxExit)
 	}
 	qp.mu.Unlock()
+}
+
+// rxEOF handles the end of the inbound stream. The peer's FIN at a
+// message boundary is an orderly close (peerClosedLocked; it reports
+// true): outbound work goes on. A FIN inside an FPDU or a message, a
+// reset or a lost connection is an error.
+func (qp *QP) rxEOF(fin bool) bool {
+	qp.mu.Lock()
+	defer qp.mu.Unlock()
+	if qp.state != QPRTS && qp.state != QPClosing {
+		return false
+	}
+	if fin && qp.deframer.Pending() == 0 && !qp.recvActive && !qp.inWrite {
+		qp.peerClosedLocked()
+		return true
+	}
+	qp.fatalLocked(term.MPAConnectionLost, nil, false)
+	return false
 }
 
 // input consumes a piece of the in-order inbound stream: MPA deframing

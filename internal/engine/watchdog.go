@@ -19,21 +19,43 @@ import (
 //     QP's RequestTimeout: it completes with StatusRetryExcErr (an RC
 //     QP's transport timeout in libibverbs), the QP goes to error with
 //     the same Terminate, and the rest is flushed.
+//   - Before that, a Read or Atomic without a response for the QP's
+//     WakeAfter while we send nothing else gets a zero-length RDMA Write
+//     (STag 1, TO 0: never checked, RFC 5041 §5.2; siw returns before
+//     any lookup), at most maxWakes per request. A responder that
+//     attaches its QP to the socket only after sending its MPA Reply
+//     (siw) misses data that arrived in between until the next segment
+//     comes; the Write is that segment. It is the RTR Write again
+//     (rtrPending), framed at the start of a build round and only when no
+//     message is in progress, so it never cuts one.
+//   - After the peer's orderly FIN: Reads and Atomics posted since are
+//     flushed (no response can come), and once the QP has had nothing to
+//     send for closeLinger it closes its half too, as Disconnect would.
+
+const (
+	defaultWakeAfter = 100 * time.Millisecond // QPAttr.WakeAfter
+	maxWakes         = 3                      // per outstanding request
+	closeLinger      = 200 * time.Millisecond // idle after the peer's FIN, then our FIN
+)
 
 // watchState is the watchdog's memory of one QP (watchdog goroutine only).
 type watchState struct {
-	rx       uint64    // rxBytes at the last change
-	rxSince  time.Time // since when a partial FPDU has not moved
-	req      bool      // a request was outstanding at the last look
-	resp     uint64    // responses and ordHead at the last change
-	ordHead  uint32
-	reqSince time.Time
+	rx        uint64    // rxBytes at the last change
+	rxSince   time.Time // since when a partial FPDU has not moved
+	req       bool      // a request was outstanding at the last look
+	resp      uint64    // responses and ordHead at the last change
+	ordHead   uint32
+	reqSince  time.Time
+	tx        uint64    // txFPDUs at the last change
+	txSince   time.Time // since when we sent nothing (for the wake)
+	wakes     int       // wakes sent for the current request
+	idleSince time.Time // after the peer's FIN: since when idle (zero: busy)
 }
 
 // watchPeriod is how often the watchdog looks: a quarter of the shortest
-// timeout, within [10 ms, 1 s].
+// timeout and half the wake delay, within [10 ms, 1 s].
 func (c *Config) watchPeriod() time.Duration {
-	p := time.Second
+	p := defaultWakeAfter / 2
 	for _, d := range []time.Duration{c.FPDUTimeout, c.RequestTimeout} {
 		if d > 0 && d/4 < p {
 			p = d / 4
@@ -83,23 +105,62 @@ func (qp *QP) watch(now time.Time, fpduTimeout time.Duration) {
 			return
 		}
 	}
-	if qp.reqTimeout <= 0 {
-		return
-	}
 	qp.mu.Lock()
 	defer qp.mu.Unlock()
+	if qp.peerFIN {
+		qp.watchClosedLocked(now)
+		return
+	}
 	out := qp.ordHead != qp.ordTail && (qp.state == QPRTS || qp.state == QPClosing)
 	switch {
 	case !out:
 		w.req = false
 	case !w.req || qp.responses != w.resp || qp.ordHead != w.ordHead:
 		w.req, w.resp, w.ordHead, w.reqSince = true, qp.responses, qp.ordHead, now
-	case now.Sub(w.reqSince) >= qp.reqTimeout:
+		w.tx, w.txSince, w.wakes = qp.stats.txFPDUs.Load(), now, 0
+	case qp.reqTimeout > 0 && now.Sub(w.reqSince) >= qp.reqTimeout:
 		if seq := qp.ordQ[qp.ordHead%uint32(len(qp.ordQ))]; seq != ordRTR {
 			e, _ := qp.sqSlot(seq)
 			e.status, e.err = StatusRetryExcErr, term.MPAConnectionLost
 		}
 		qp.stalls.Add(1)
 		qp.fatalLocked(term.MPAConnectionLost, nil, true)
+	case qp.wakeAfter > 0 && w.wakes < maxWakes:
+		if tx := qp.stats.txFPDUs.Load(); tx != w.tx {
+			w.tx, w.txSince = tx, now // we sent something: the peer has its segment
+		} else if now.Sub(w.txSince) >= qp.wakeAfter && qp.canWakeLocked() {
+			qp.rtrPending = rtrWrite
+			qp.wakes.Add(1)
+			w.wakes++
+			w.txSince = now
+			qp.ring()
+		}
 	}
 }
+
+// canWakeLocked: the wake may go out now, between messages.
+func (qp *QP) canWakeLocked() bool {
+	return qp.txOpen && qp.rtrPending == 0 && !qp.termPending && !qp.txDone && !qp.sqMid() && !qp.respMid()
+}
+
+// watchClosedLocked looks after a QP whose peer has closed its half.
+func (qp *QP) watchClosedLocked(now time.Time) {
+	w := &qp.wd
+	w.req = false
+	if qp.ordHead != qp.ordTail {
+		qp.flushORDLocked()
+	}
+	if qp.state != QPRTS || qp.sqHead != qp.sqTail || qp.irdHead != qp.irdTail {
+		w.idleSince = time.Time{}
+		return
+	}
+	if w.idleSince.IsZero() {
+		w.idleSince = now
+	} else if now.Sub(w.idleSince) >= closeLinger {
+		qp.state = QPClosing // tx sends our FIN (runTx), as Disconnect
+		qp.ring()
+	}
+}
+
+// Wakes returns how many zero-length Writes the QP sent to wake its peer.
+func (qp *QP) Wakes() uint64 { return qp.wakes.Load() }

@@ -99,8 +99,20 @@ func (x *xconn) fail(err error) {
 	x.signal()
 	if x.rx != nil && !x.eofSent {
 		x.eofSent = true
-		x.rx(nil)
+		x.rx(endPiece(err))
 	}
+}
+
+// finPiece tells the QP of the peer's FIN (transport.PushConn).
+var finPiece = []byte{}
+
+// endPiece is the last piece for rx: the FIN's, or nil for a lost
+// connection.
+func endPiece(err error) []byte {
+	if err == io.EOF {
+		return finPiece
+	}
+	return nil
 }
 
 func (x *xconn) signal() {
@@ -126,7 +138,7 @@ func (x *xconn) deliver() {
 			x.q.views = views[:0] // keep what append grew (no garbage per batch)
 			total := 0
 			for i, v := range views {
-				if !x.eofSent {
+				if !x.eofSent && len(v) > 0 { // (an empty piece means FIN)
 					x.rx(v)
 				}
 				total += len(v)
@@ -161,9 +173,9 @@ func (x *xconn) deliver() {
 			return
 		}
 	}
-	if c.EOF() {
-		x.fail(io.EOF)
-	} else if c.State() == tcpstack.StateClosed {
+	if c.EOF() && c.Err() == nil {
+		x.fail(io.EOF) // the peer's FIN
+	} else if c.EOF() || c.State() == tcpstack.StateClosed {
 		err := c.Err()
 		if err == nil {
 			err = io.EOF
@@ -463,7 +475,7 @@ func (x *xconn) StartPush(rx func(p []byte) (int, error)) {
 		}
 		if rerr != nil && !x.eofSent {
 			x.eofSent = true
-			rx(nil)
+			rx(endPiece(rerr))
 			return
 		}
 		x.deliver()
