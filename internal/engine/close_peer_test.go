@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"net/netip"
 	"testing"
 	"time"
 
@@ -51,6 +52,46 @@ func closeWrite(t *testing.T, p *enginetest.Peer) {
 // our FIN (not a reset) once the QP has nothing left to send.
 func TestClosePeerFINAfterSend(t *testing.T) {
 	s, p := rawPair(t, enginetest.Options{})
+	peerFINAfterSend(t, s, p)
+}
+
+// TestIntegrationXDPClosePeerFIN is the same over the afxdp transport
+// (its tcpstack also writes after the peer's FIN): the engine's QP is in
+// namespace A, the raw peer dials it over kernel TCP from B.
+func TestIntegrationXDPClosePeerFIN(t *testing.T) {
+	e := newXDPEnv(t, 0, true)
+	a := e.open(t, e.nsA, e.devA, trAFXDP)
+	var ln *Listener
+	if err := e.in(t, e.nsA, func() (err error) {
+		ln, err = a.Listen("tcp", netip.AddrPortFrom(xdpIPA, 0).String())
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	s := newQPSide(t, a, 1<<16)
+	mustRecv(t, s.qp, RecvWR{ID: 1, SGL: []SGE{s.sge(0, 64)}})
+	mustRecv(t, s.qp, RecvWR{ID: 2, SGL: []SGE{s.sge(64, 64)}})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	errc := acceptAsync(ctx, ln, s.qp, ConnParams{})
+	var p *enginetest.Peer
+	if err := e.in(t, e.nsB, func() (err error) {
+		p, err = enginetest.Dial(ctx, ln.Addr().String(), enginetest.Options{})
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	if err := <-errc; err != nil {
+		t.Fatal(err)
+	}
+	peerFINAfterSend(t, s, p)
+	s.qp.Close()
+}
+
+func peerFINAfterSend(t *testing.T, s *side, p *enginetest.Peer) {
+	t.Helper()
 	peerSend(t, p, 1, []byte("last words"))
 	closeWrite(t, p)
 	rc := poll(t, s.rcq, 2)
