@@ -600,6 +600,9 @@ func (qp *QP) flushORDLocked() {
 // complete is flushed, the rest stays.
 func (qp *QP) peerClosedLocked() {
 	qp.peerFIN = true
+	// A responder waits for the first FPDU before it sends (RFC 5044
+	// §7.1.2 rule 4); the FIN, after the initiator's Request, does as well.
+	qp.txOpen = true
 	qp.flushRQLocked()
 	qp.flushORDLocked()
 	qp.ring()

@@ -68,15 +68,15 @@ func (qp *QP) stopRx() {
 
 // rxEOF handles the end of the inbound stream. The peer's FIN at a
 // message boundary is an orderly close (peerClosedLocked; it reports
-// true): outbound work goes on. A FIN inside an FPDU or a message, a
-// reset or a lost connection is an error.
+// true): outbound work goes on. A FIN inside an FPDU or a message or
+// before the peer-to-peer RTR, a reset or a lost connection is an error.
 func (qp *QP) rxEOF(fin bool) bool {
 	qp.mu.Lock()
 	defer qp.mu.Unlock()
 	if qp.state != QPRTS && qp.state != QPClosing {
 		return false
 	}
-	if fin && qp.deframer.Pending() == 0 && !qp.recvActive && !qp.inWrite {
+	if fin && qp.deframer.Pending() == 0 && !qp.recvActive && !qp.inWrite && !qp.rxAwaitRTR {
 		qp.peerClosedLocked()
 		return true
 	}
