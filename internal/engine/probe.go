@@ -12,7 +12,9 @@ import (
 // not changed). The probe is internal: it produces no completion on the
 // send CQ. A peer without the extensions terminates the stream (RFC 7306
 // §1.1; docs/spec/rfc7306.md#probe), so probe on a connection you can afford to lose: the QP is then in
-// error and ProbeNotSupported comes with ErrNoAtomics.
+// error and ProbeNotSupported comes with ErrNoAtomics. Linux siw's answer,
+// 20 06 00 00 in its own control word layout, is read as Unexpected OpCode
+// because the FetchAdd went out first (docs/spec/interop.md#siw-terminate).
 func (qp *QP) ProbeAtomics(ctx context.Context, remoteSTag uint32, remoteTO uint64) (ProbeResult, error) {
 	ch := make(chan sqEntry, 1)
 	qp.mu.Lock()

@@ -152,10 +152,18 @@ func Known() []*Error { return append([]*Error(nil), known...) }
 // for RDMAP local catastrophic errors) yields a fresh, unnamed *Error; the
 // second result reports whether the triple was known.
 func Lookup(l Layer, etype, code uint8) (*Error, bool) {
-	for _, e := range known {
-		if e.Layer == l && e.EType == etype && e.Code == code {
-			return e, true
-		}
+	if e := find(l, etype, code); e != nil {
+		return e, true
 	}
 	return &Error{Layer: l, EType: etype, Code: code}, false
+}
+
+// find returns the predeclared error for a triple, or nil (no allocation).
+func find(l Layer, etype, code uint8) *Error {
+	for _, e := range known {
+		if e.Layer == l && e.EType == etype && e.Code == code {
+			return e
+		}
+	}
+	return nil
 }

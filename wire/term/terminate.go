@@ -459,10 +459,7 @@ func (c control) sameError(o control) bool {
 	return c.layer == o.layer && c.etype == o.etype && c.code == o.code
 }
 
-func (c control) known() bool {
-	_, ok := Lookup(c.layer, c.etype, c.code)
-	return ok
-}
+func (c control) known() bool { return find(c.layer, c.etype, c.code) != nil }
 
 // Decode parses a received Terminate header (the DDP payload of a Terminate
 // message) in either control word layout. It allocates nothing when the
@@ -510,7 +507,7 @@ func Decode(b []byte) (Terminate, error) {
 	t := decoded(b, r, LayoutRFC)
 	if kr && ks && !r.sameError(s) {
 		t.Ambiguous = true
-		t.Alt, _ = Lookup(s.layer, s.etype, s.code)
+		t.Alt = find(s.layer, s.etype, s.code)
 	}
 	return t, nil
 }
