@@ -239,7 +239,7 @@ func PutFor(b []byte, e *Error, offending []byte) (int, error) {
 type Header []byte
 
 // ParseHeader checks that b is exactly one well-formed Terminate header
-// and returns it. The parts present follow the D and R bits and, for the
+// in the RFC layout (Decode also reads siw's) and returns it. The parts present follow the D and R bits and, for the
 // DDP header, that header's own T bit.
 //
 // One tolerance: siw sets R on protection errors for Sends with Invalidate
@@ -445,11 +445,9 @@ type control struct {
 }
 
 func readControl(b []byte, l Layout) control {
-	var c control
 	if l == LayoutSiw {
-		c = control{layer: Layer(b[0] & 0x0F), etype: b[0] >> 4, code: b[1], rsvd: b[2]&0xF8 != 0}
-		c.parts = Parts(b[2] & 0x07) // bit 0 M, bit 1 D, bit 2 R: the order of Parts
-		return c
+		// Bit 0 M, bit 1 D, bit 2 R: the order of Parts.
+		return control{layer: Layer(b[0] & 0x0F), etype: b[0] >> 4, code: b[1], parts: Parts(b[2] & 0x07), rsvd: b[2]&0xF8 != 0}
 	}
 	h := Header(b)
 	return control{layer: h.Layer(), etype: h.EType(), code: h.Code(), parts: h.Parts(), rsvd: b[2]&0x1F != 0}
