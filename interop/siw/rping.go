@@ -83,6 +83,9 @@ type RpingConfig struct {
 	// bytes about to be written back) before the RDMA Write: tests use it
 	// to prove that verification fails.
 	corrupt func(iteration int, buf []byte)
+	// stall, when set, delays the server's first RDMA Read (tests: the
+	// client then wakes the server).
+	stall time.Duration
 }
 
 func (c *RpingConfig) norm() error {
@@ -172,13 +175,14 @@ func cstr(buf []byte) []byte {
 
 // rpingEnd is one side's verbs resources.
 type rpingEnd struct {
-	pd   *verbs.PD
-	cq   *verbs.CQ
-	qp   *verbs.QP
-	mrs  []*verbs.MR
-	ctl  *verbs.MR // [0,16) receive, [16,32) and [32,48) sends
-	wc   [1]verbs.Completion
-	role string
+	pd    *verbs.PD
+	cq    *verbs.CQ
+	qp    *verbs.QP
+	mrs   []*verbs.MR
+	ctl   *verbs.MR // [0,16) receive, [16,32) and [32,48) sends
+	wc    [1]verbs.Completion
+	role  string
+	wakes int // wakes sent
 }
 
 const (
@@ -194,6 +198,15 @@ const (
 	wrSend
 	wrRead
 	wrWrite
+	wrWake
+)
+
+// rpingWakeAfter is how long the client waits for the first go ahead
+// before it wakes the server (see awaitWake), at most rpingMaxWakes
+// times.
+const (
+	rpingWakeAfter = 100 * time.Millisecond
+	rpingMaxWakes  = 3
 )
 
 func newRpingEnd(dev *verbs.Device, role string) (*rpingEnd, error) {
@@ -270,10 +283,38 @@ func (e *rpingEnd) send(off int) error {
 // flushed completion after the peer's orderly close is
 // errRpingPeerClosed.
 func (e *rpingEnd) await(ctx context.Context, op verbs.Opcode) (verbs.Completion, error) {
+	return e.awaitWake(ctx, op, 0)
+}
+
+// awaitWake is await that, while wakes > 0, sends a wake (a zero-length
+// RDMA Write) each time nothing completes for rpingWakeAfter.
+//
+// Linux siw attaches a responder's QP to the socket only after sending
+// its MPA Reply, and misses what arrived in between until the next
+// segment comes: the client's first Send, right after the connection is
+// up, can sit unread in the socket of `rping -s`, which then waits
+// forever for it. The zero-length Write is that next segment. It goes to
+// STag 1 at TO 0 and is never checked (a zero-length tagged message,
+// RFC 5041 §5.2; siw returns before any lookup), as the engine's own wake
+// for Reads (QPAttr.WakeAfter); the peer sees no completion.
+func (e *rpingEnd) awaitWake(ctx context.Context, op verbs.Opcode, wakes int) (verbs.Completion, error) {
 	for {
 		if e.cq.Poll(e.wc[:]) == 0 {
-			if err := e.cq.Wait(ctx); err != nil {
+			wctx, cancel := ctx, context.CancelFunc(func() {})
+			if wakes > 0 {
+				wctx, cancel = context.WithTimeout(ctx, rpingWakeAfter)
+			}
+			err := e.cq.Wait(wctx)
+			cancel()
+			if err != nil && ctx.Err() != nil {
 				return verbs.Completion{}, err
+			}
+			if err != nil && wakes > 0 {
+				wakes--
+				if err := e.qp.PostSend(&verbs.SendWR{ID: wrWake, Op: verbs.OpWrite, Flags: verbs.FlagSignaled, RemoteSTag: 1}); err != nil {
+					return verbs.Completion{}, fmt.Errorf("post wake (zero-length RDMA Write): %w", err)
+				}
+				e.wakes++
 			}
 			continue
 		}
@@ -293,6 +334,7 @@ func (e *rpingEnd) await(ctx context.Context, op verbs.Opcode) (verbs.Completion
 			return wc, fmt.Errorf("%v completion failed: %v", wc.Op, wc.Status)
 		}
 		switch {
+		case wc.ID == wrWake:
 		case wc.Op == op:
 			if op == verbs.OpRecv {
 				if wc.ByteLen != rpingInfoLen {
@@ -374,6 +416,9 @@ func rpingServe(ctx context.Context, e *rpingEnd, rdma *verbs.MR, c *RpingConfig
 		}
 		if int(src.size) > len(buf) {
 			return fail("start buffer advertisement", fmt.Errorf("client's buffer (%s) is larger than ours (%d bytes): use a Size of at least %d", src, len(buf), src.size))
+		}
+		if i == 0 && c.stall > 0 {
+			time.Sleep(c.stall)
 		}
 		if err := e.qp.PostRead(wrRead, rdma.SGE(0, int(src.size)), src.stag, src.addr, verbs.FlagSignaled); err != nil {
 			return fail("post RDMA Read of the client's start buffer "+src.String(), err)
@@ -491,8 +536,15 @@ func rpingPing(ctx context.Context, e *rpingEnd, start, rdma *verbs.MR, c *Rping
 		if err := e.send(ctlSend0); err != nil {
 			return fail("send start buffer advertisement", err)
 		}
-		if _, err := e.await(ctx, verbs.OpRecv); err != nil {
+		wakes := 0
+		if i == 0 {
+			wakes = rpingMaxWakes
+		}
+		if _, err := e.awaitWake(ctx, verbs.OpRecv, wakes); err != nil {
 			return fail("waiting for the go ahead after the server's Read", err)
+		}
+		if i == 0 && e.wakes > 0 {
+			c.logf("rping client: woke the server %d times (siw's missed first message)", e.wakes)
 		}
 		if err := e.postRecv(); err != nil {
 			return fail("re-post receive", err)

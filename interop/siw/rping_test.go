@@ -149,3 +149,18 @@ func TestRpingFill(t *testing.T) {
 		t.Fatalf("min size, INT_MAX: %q", got)
 	}
 }
+
+// A server slow to answer the first start advertisement gets the client's
+// wakes (zero-length RDMA Writes to STag 1, for siw) and ignores them.
+func TestRpingWake(t *testing.T) {
+	var woke []string
+	c := RpingConfig{Count: 5, Verify: true, Log: func(f string, a ...any) { woke = append(woke, fmt.Sprintf(f, a...)) }}
+	sn, cn, serr, cerr := rpingPair(t, RpingConfig{Verify: true, stall: 250 * time.Millisecond}, c)
+	if cerr != nil || serr != nil || cn != 5 || sn != 5 {
+		t.Fatalf("client %d, %v; server %d, %v", cn, cerr, sn, serr)
+	}
+	if len(woke) != 1 || !strings.Contains(woke[0], "woke the server") {
+		t.Fatalf("client log %q, want wakes", woke)
+	}
+	t.Log(woke[0])
+}
