@@ -49,8 +49,9 @@ const RpingPort = 7174
 
 // Rping's buffer size limits (-S): the minimum is rping.c's
 // RPING_MIN_BUFSIZE, sizeof(stringify(INT_MAX)) + sizeof(RPING_MSG_FMT),
-// 8 + 15 since INT_MAX is not defined where rping.c expands it; the
-// maximum is RPING_BUFSIZE - 1.
+// 8 + 15 since INT_MAX is not defined where rping.c expands it (Debian's
+// rping says "valid range is 23 to 65536"); the maximum is
+// RPING_BUFSIZE - 1.
 const (
 	RpingMinSize     = 23
 	RpingMaxSize     = 64*1024 - 1
@@ -77,7 +78,9 @@ type RpingConfig struct {
 	Size    int  // buffer size (rping -S, 23..65535); 0 = 64
 	Verify  bool // compare data like rping -V (the server also checks that the data it read is rping's pattern)
 	Verbose bool // log each ping like rping -v (through Log)
-	Log     func(format string, a ...any)
+	// Log, if set, gets the Verbose lines and the client's note that it
+	// had to wake the server (see RpingClient).
+	Log func(format string, a ...any)
 
 	// corrupt, when set, is called on the server's rdma buffer (the
 	// bytes about to be written back) before the RDMA Write: tests use it
@@ -485,7 +488,9 @@ func firstDiff(a, b []byte) int {
 // and runs c.Count iterations as `rping -c` does, then disconnects. It
 // returns the iterations completed. The Dial runs on the calling goroutine,
 // so a caller that switched its thread's network namespace gets the
-// connection there.
+// connection there. If the first go ahead is late, the client wakes the
+// server with up to 3 zero-length RDMA Writes (see awaitWake): Linux siw
+// may otherwise never read the first Send.
 func RpingClient(ctx context.Context, dev *verbs.Device, addr string, c RpingConfig) (int, error) {
 	if err := c.norm(); err != nil {
 		return 0, err
