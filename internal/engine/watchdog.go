@@ -53,7 +53,8 @@ type watchState struct {
 }
 
 // watchPeriod is how often the watchdog looks: a quarter of the shortest
-// timeout and half the wake delay, within [10 ms, 1 s].
+// timeout and half the default wake delay, within [10 ms, 50 ms]. A
+// shorter QPAttr.WakeAfter is only as fine as this.
 func (c *Config) watchPeriod() time.Duration {
 	p := defaultWakeAfter / 2
 	for _, d := range []time.Duration{c.FPDUTimeout, c.RequestTimeout} {
