@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"testing"
 	"time"
 )
@@ -29,13 +30,14 @@ func TestMain(m *testing.M) {
 				break
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-			guest, bootErr = Boot(ctx, Options{Log: func(f string, a ...any) { fmt.Fprintf(os.Stderr, f+"\n", a...) }}, peerFiles())
+			guest, bootErr = Boot(ctx, Options{Log: func(f string, a ...any) { fmt.Fprintf(os.Stderr, f+"\n", a...) }}, peerFiles)
 			cancel()
 			if bootErr != nil {
 				fmt.Fprintf(os.Stderr, "siw guest: %v\n", bootErr)
 				return 1
 			}
 			defer guest.Close()
+			defer os.Remove(peerBin)
 		}
 		return m.Run()
 	}()
@@ -58,7 +60,21 @@ func ctxT(t *testing.T, d time.Duration) context.Context {
 	return ctx
 }
 
-func peerFiles() map[string]string { return nil }
+// peerFiles compiles the C peer against the guest's rdma-core.
+func peerFiles(dir string) (map[string]string, error) {
+	rc := filepath.Join(dir, "rdma-core")
+	lib := filepath.Join(rc, "usr/lib/x86_64-linux-gnu")
+	out := filepath.Join(os.TempDir(), fmt.Sprintf("xrnic-peer-%d", os.Getpid()))
+	cmd := exec.Command("gcc", "-O2", "-Wall", "-Werror", "-Wno-unused-parameter", "-o", out, "peer/peer.c",
+		"-I"+filepath.Join(rc, "usr/include"), "-L"+lib, "-Wl,-rpath-link,"+lib, "-libverbs", "-lrdmacm")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("compile the C peer: %v\n%s", err, b)
+	}
+	peerBin = out
+	return map[string]string{"/usr/bin/xrnic-peer": out}, nil
+}
+
+var peerBin string
 
 func TestDevinfo(t *testing.T) {
 	g := needGuest(t)

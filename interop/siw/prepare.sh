@@ -33,13 +33,15 @@ if [ "$kver" != "$srcver" ]; then
 	log "linux-image-$kabi is $kver but linux-source-6.1 is $srcver: siw.ko must be built from the same version"
 	exit 1
 fi
-out="$cache/$kabi-$kver"
+# The script's own hash is part of the name: a changed guest is rebuilt.
+out="$cache/$kabi-$kver-$(sha256sum "$0" | cut -c1-12)"
 if [ -e "$out/.done" ]; then
 	echo "$out"
 	exit 0
 fi
 log "building the guest for $kabi ($kver) in $out"
-rm -rf "$out"
+rm -rf "$cache/$kabi-"* # older builds
+
 mkdir -p "$out"
 kflav=${kabi%-amd64}
 
@@ -75,9 +77,25 @@ hdr="$work/hdr/usr/src/linux-headers-$kabi"
 sed -i "s|/usr/src/linux-headers-$kflav-common|$work/hdr/usr/src/linux-headers-$kflav-common|" "$hdr/Makefile"
 dpkg-deb --fsys-tarfile "$(deb linux-source-6.1)" | tar -xO ./usr/src/linux-source-6.1.tar.xz |
 	tar -xJ -C "$work/siw" --strip-components=5 --wildcards 'linux-source-6.1/drivers/infiniband/sw/siw/*'
-log "make siw.ko"
-make -s -C "$hdr" M="$work/siw" CONFIG_RDMA_SIW=m modules >&2 2>"$work/siw-build.log" || { cat "$work/siw-build.log" >&2; exit 1; }
-cp "$work/siw/siw.ko" "$out/siw.ko"
+# siw's MPA choices are compile-time constants (siw_main.c): one module per
+# variant the suite needs as an initiator.
+variant() { # name, sed expression on siw_main.c
+	local d="$work/siw-$1"
+	cp -r "$work/siw" "$d"
+	[ -z "$2" ] || sed -i "$2" "$d/siw_main.c"
+	if [ -n "$2" ] && cmp -s "$work/siw/siw_main.c" "$d/siw_main.c"; then
+		log "variant $1: the expression '$2' changed nothing in siw_main.c"
+		exit 1
+	fi
+	log "make siw.ko ($1)"
+	make -s -C "$hdr" M="$d" CONFIG_RDMA_SIW=m modules >&2 2>"$d/build.log" || { cat "$d/build.log" >&2; exit 1; }
+	mkdir -p "$out/siw/$1"
+	cp "$d/siw.ko" "$out/siw/$1/siw.ko"
+}
+variant stock ''
+variant crc 's/^const bool mpa_crc_required;/const bool mpa_crc_required = true;/'
+variant p2p 's/^const bool peer_to_peer;/const bool peer_to_peer = true;/'
+variant rev1 's/^u_char mpa_version = MPA_REVISION_2;/u_char mpa_version = MPA_REVISION_1;/'
 
 # The kernel and the modules the guest loads, in dependency order.
 dpkg -x "$(deb "linux-image-$kabi")" "$work/img"
@@ -94,8 +112,9 @@ for m in virtio_pci virtio_net crc32c_generic libcrc32c ib_uverbs rdma_ucm; do
 		echo "$b" >>"$root/lib/modules/order"
 	done
 done
-cp "$out/siw.ko" "$root/lib/modules/siw.ko"
+cp "$out/siw/stock/siw.ko" "$root/lib/modules/siw.ko"
 echo siw.ko >>"$root/lib/modules/order"
+cp -r "$out/siw" "$root/lib/modules/siw-variants"
 
 # rdma-core and the tools, from Debian's packages.
 rc="$out/rdma-core"
@@ -130,9 +149,11 @@ LD_LIBRARY_PATH=$libpath ldd "$root"/usr/lib/x86_64-linux-gnu/libibverbs/libsiw-
 	dst=/usr/lib/x86_64-linux-gnu/$(basename "$l")
 	[ -e "$root$dst" ] || cp -L "$l" "$root$dst"
 done
+# libgcc_s is dlopen()ed by glibc when a thread is cancelled (rping does).
+cp -L /lib/x86_64-linux-gnu/libgcc_s.so.1 "$root/usr/lib/x86_64-linux-gnu/"
 ln -s usr/lib/x86_64-linux-gnu "$root/lib/x86_64-linux-gnu"
 ln -s ../lib64/ld-linux-x86-64.so.2 "$root/usr/lib/x86_64-linux-gnu/ld-linux-x86-64.so.2" 2>/dev/null || true
-for a in sh cat dmesg ip ls ps kill sleep ethtool ss netstat; do
+for a in sh cat dmesg ip ls ps kill sleep netstat insmod rmmod lsmod grep tail head; do
 	ln -sf busybox "$root/usr/bin/$a"
 done
 ln -s usr/bin "$root/bin"

@@ -63,6 +63,7 @@ type Guest struct {
 	GuestAddr netip.Addr // the guest's eth0 (siw0's netdev)
 	MTU       int
 	Console   string // the guest's serial console log
+	Pcap      string // every frame of the guest's NIC (QEMU filter-dump, libpcap format)
 	Dir       string // artifacts: the prepared guest (rdma-core headers and libraries)
 
 	work   string
@@ -118,9 +119,10 @@ func (w logWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// Boot prepares (if needed) and boots a guest, with extra files added to
-// its initramfs (guest path -> host path), and waits for its agent.
-func Boot(ctx context.Context, o Options, extra map[string]string) (*Guest, error) {
+// Boot prepares (if needed) and boots a guest and waits for its agent.
+// extra, if not nil, names files to add to the initramfs (guest path ->
+// host path); it gets the prepared directory (for rdma-core's headers).
+func Boot(ctx context.Context, o Options, extra func(dir string) (map[string]string, error)) (*Guest, error) {
 	if o.Log == nil {
 		o.Log = func(string, ...any) {}
 	}
@@ -139,11 +141,14 @@ func Boot(ctx context.Context, o Options, extra map[string]string) (*Guest, erro
 		return nil, err
 	}
 	work, err := os.MkdirTemp("", "xrnic-siw-")
+	if err == nil {
+		err = os.Chmod(work, 0o755)
+	}
 	if err != nil {
 		return nil, err
 	}
 	g := &Guest{Dir: dir, work: work, MTU: o.MTU, HostAddr: hostAddr, GuestAddr: guestAddr,
-		Tap: "tapsiw0", Console: filepath.Join(work, "console.log"), log: o.Log, exited: make(chan struct{})}
+		Tap: "tapsiw0", Console: filepath.Join(work, "console.log"), Pcap: filepath.Join(work, "nic.pcap"), log: o.Log, exited: make(chan struct{})}
 	ok := false
 	defer func() {
 		if !ok {
@@ -158,8 +163,14 @@ func Boot(ctx context.Context, o Options, extra map[string]string) (*Guest, erro
 		return nil, fmt.Errorf("build the guest agent: %v\n%s", err, out)
 	}
 	files := map[string]string{"/init": agent}
-	for k, v := range extra {
-		files[k] = v
+	if extra != nil {
+		more, err := extra(dir)
+		if err != nil {
+			return nil, err
+		}
+		for k, v := range more {
+			files[k] = v
+		}
 	}
 	initrd := filepath.Join(work, "initrd.cpio")
 	if err := writeInitramfs(initrd, filepath.Join(dir, "root"), files); err != nil {
@@ -199,6 +210,9 @@ func Boot(ctx context.Context, o Options, extra map[string]string) (*Guest, erro
 		"-append", fmt.Sprintf("console=ttyS0 panic=-1 quiet loglevel=4 xrnic.addr=%s/24 xrnic.mtu=%d", g.GuestAddr, o.MTU),
 		"-serial", "file:" + g.Console,
 		"-netdev", netdev, "-device", nic,
+		// Every frame of the guest's NIC, as QEMU sees it: also those an
+		// XDP program on the tap redirects past the host's packet taps.
+		"-object", "filter-dump,id=dump0,netdev=n0,file=" + g.Pcap,
 	}
 	g.cmd = netns.Command(g.NS, qemu, args...)
 	g.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}

@@ -88,6 +88,11 @@ func setup(log func(string, ...any)) error {
 	_ = os.MkdirAll("/dev/pts", 0o755)
 	_ = unix.Mount("devpts", "/dev/pts", "devpts", 0, "")
 	_ = unix.Mount("configfs", "/sys/kernel/config", "configfs", 0, "")
+	// Registered memory is pinned: the tests register tens of MiB.
+	inf := &unix.Rlimit{Cur: unix.RLIM_INFINITY, Max: unix.RLIM_INFINITY}
+	if err := unix.Setrlimit(unix.RLIMIT_MEMLOCK, inf); err != nil {
+		log("RLIMIT_MEMLOCK: %v", err)
+	}
 	os.Setenv("PATH", "/usr/bin")
 	os.Setenv("HOME", "/root")
 
