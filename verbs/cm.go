@@ -205,7 +205,14 @@ type RejectedError struct {
 	// negotiated".
 	PeerIRD, PeerORD int
 	HasPeerIRDORD    bool
+	// Hint names the option of ours the peer most likely refused, if any.
+	Hint string
 }
 
-func (e *RejectedError) Error() string   { return ErrRejected.Error() }
+func (e *RejectedError) Error() string {
+	if e.Hint != "" {
+		return ErrRejected.Error() + ": " + e.Hint
+	}
+	return ErrRejected.Error()
+}
 func (e *RejectedError) Is(t error) bool { return t == ErrRejected }

@@ -2,6 +2,7 @@ package verbs
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"time"
 
@@ -246,7 +247,14 @@ func (qp *QP) PostLocalInv(id uint64, stag uint32, flags SendFlags) error {
 // rejection is a *RejectedError (errors.Is(err, ErrRejected)) carrying the
 // peer's private data. ctx bounds the whole setup.
 func (qp *QP) Dial(ctx context.Context, addr string, p ConnParam) error {
-	return qp.q.connect(ctx, addr, &p)
+	err := qp.q.connect(ctx, addr, &p)
+	var rej *RejectedError
+	if p.Markers && errors.As(err, &rej) {
+		// Many RNICs (Linux siw among them) refuse markers with a plain
+		// reject: say which option to drop.
+		rej.Hint = "we asked for MPA markers (ConnParam.Markers), which many RNICs refuse; dial without them"
+	}
+	return err
 }
 
 // ProbeAtomics reports whether the peer supports the RFC 7306 extensions
