@@ -28,6 +28,10 @@ import (
 //     comes; the Write is that segment. It is the RTR Write again
 //     (rtrPending), framed at the start of a build round and only when no
 //     message is in progress, so it never cuts one.
+//   - The same wake, for an initiator that has sent FPDUs but not yet
+//     received any: the request a siw responder missed may be a Send
+//     (or the RTR) the application waits on, which RDMAP cannot see.
+//     It stops at the peer's first FPDU, at most maxWakes in all.
 //   - After the peer's orderly FIN: Reads and Atomics posted since are
 //     flushed (no response can come), and once the QP has had nothing to
 //     send for closeLinger it closes its half too, as Disconnect would.
@@ -49,6 +53,7 @@ type watchState struct {
 	tx        uint64    // txFPDUs at the last change
 	txSince   time.Time // since when we sent nothing (for the wake)
 	wakes     int       // wakes sent for the current request
+	first     int       // first-contact wakes sent (initiator, nothing received yet)
 	idleSince time.Time // after the peer's FIN: since when idle (zero: busy)
 }
 
@@ -113,6 +118,9 @@ func (qp *QP) watch(now time.Time, fpduTimeout time.Duration) {
 		return
 	}
 	out := qp.ordHead != qp.ordTail && (qp.state == QPRTS || qp.state == QPClosing)
+	if !out && qp.conn.Initiator && qp.state == QPRTS {
+		qp.watchFirstLocked(now)
+	}
 	switch {
 	case !out:
 		w.req = false
@@ -136,6 +144,25 @@ func (qp *QP) watch(now time.Time, fpduTimeout time.Duration) {
 			w.txSince = now
 			qp.ring()
 		}
+	}
+}
+
+// watchFirstLocked wakes a peer that has received our first FPDUs but
+// sent nothing back; the request watch covers Reads and Atomics.
+func (qp *QP) watchFirstLocked(now time.Time) {
+	w := &qp.wd
+	tx := qp.stats.txFPDUs.Load()
+	if qp.wakeAfter <= 0 || w.first >= maxWakes || tx == 0 || qp.stats.rxFPDUs.Load() != 0 {
+		return
+	}
+	if tx != w.tx {
+		w.tx, w.txSince = tx, now
+	} else if now.Sub(w.txSince) >= qp.wakeAfter && qp.canWakeLocked() {
+		qp.rtrPending = rtrWrite
+		qp.wakes.Add(1)
+		w.first++
+		w.txSince = now
+		qp.ring()
 	}
 }
 
