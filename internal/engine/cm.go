@@ -540,8 +540,11 @@ func (r *ConnRequest) Accept(ctx context.Context, qp *QP, p ConnParams) error {
 	r.done = true
 	llp := r.llp
 	ird, ord, timeout := qp.params(p)
-	fp := mpa.FrameParams{M: p.Markers, C: !p.NoCRC, Rev: r.Rev}
-	info := ConnInfo{Rev: r.Rev, CRC: fp.C || r.PeerCRC, MarkersTx: r.PeerMarkers, MarkersRx: p.Markers,
+	// The Reply's C says whether CRCs are used: set when the initiator
+	// asked even if we did not (Linux siw built to require CRCs refuses
+	// a Reply with C = 0).
+	fp := mpa.FrameParams{M: p.Markers, C: !p.NoCRC || r.PeerCRC, Rev: r.Rev}
+	info := ConnInfo{Rev: r.Rev, CRC: fp.C, MarkersTx: r.PeerMarkers, MarkersRx: p.Markers,
 		IRD: ird, ORD: ord, PeerPrivateData: r.PrivateData, PeerEnhanced: r.Enhanced, HasEnhanced: r.HasEnhanced}
 	var negErr error
 	if r.HasEnhanced {
