@@ -29,19 +29,34 @@ func TestMain(m *testing.M) {
 				bootErr = ErrNoQEMU
 				break
 			}
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-			guest, bootErr = Boot(ctx, Options{Log: func(f string, a ...any) { fmt.Fprintf(os.Stderr, f+"\n", a...) }}, peerFiles)
-			cancel()
-			if bootErr != nil {
+			if bootErr = boot(); bootErr != nil {
 				fmt.Fprintf(os.Stderr, "siw guest: %v\n", bootErr)
 				return 1
 			}
-			defer guest.Close()
+			defer func() { guest.Close() }()
 			defer os.Remove(peerBin)
 		}
 		return m.Run()
 	}()
 	os.Exit(code)
+}
+
+func boot() (err error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	guest, err = Boot(ctx, Options{Log: func(f string, a ...any) { fmt.Fprintf(os.Stderr, f+"\n", a...) }}, peerFiles)
+	return err
+}
+
+// rebootAfter boots the shared guest anew when t ends: for cases that
+// leave the guest kernel broken.
+func rebootAfter(t *testing.T) {
+	t.Cleanup(func() {
+		guest.Close()
+		if err := boot(); err != nil {
+			t.Errorf("reboot the siw guest: %v", err)
+		}
+	})
 }
 
 // needGuest skips the test when no guest could be booted for a reason

@@ -59,8 +59,13 @@ func newHost(t *testing.T, g *Guest, tr transportKind) *host {
 	t.Cleanup(func() {
 		h.dev.Close()
 		if t.Failed() {
-			r, _ := g.Sh(context.Background(), "dmesg | tail -25")
-			t.Logf("guest dmesg:\n%s", r.Stdout)
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			if r, err := g.Sh(ctx, "dmesg | tail -25"); err == nil {
+				t.Logf("guest dmesg:\n%s", r.Stdout)
+			} else {
+				t.Logf("guest agent: %v; console:\n%s", err, g.ConsoleTail(40))
+			}
 		}
 	})
 	var err error
@@ -270,7 +275,9 @@ func startPeer(ctx context.Context, t *testing.T, g *Guest, args ...string) *pee
 	pp := &peerProc{t: t, p: p}
 	t.Cleanup(func() {
 		if pp.p != nil {
-			r, _ := pp.p.Kill(context.Background())
+			kctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	r, _ := pp.p.Kill(kctx)
 			t.Logf("peer (killed): %s", r)
 		}
 	})
@@ -282,7 +289,9 @@ func (pp *peerProc) kill() Result {
 	if pp.p == nil {
 		return Result{}
 	}
-	r, _ := pp.p.Kill(context.Background())
+	kctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	r, _ := pp.p.Kill(kctx)
 	pp.p = nil
 	return r
 }

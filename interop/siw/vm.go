@@ -215,6 +215,10 @@ func Boot(ctx context.Context, o Options, extra func(dir string) (map[string]str
 		"-object", "filter-dump,id=dump0,netdev=n0,file=" + g.Pcap,
 	}
 	g.cmd = netns.Command(g.NS, qemu, args...)
+	// QEMU dies with us (a killed test leaves no guest): Pdeathsig fires
+	// when the forking *thread* exits, and the runtime ends threads whose
+	// goroutine exits locked (as namespace switches do), so QEMU is
+	// forked and waited for on a thread of its own, locked throughout.
 	g.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	qlog, err := os.Create(filepath.Join(work, "qemu.log"))
 	if err != nil {
@@ -222,15 +226,21 @@ func Boot(ctx context.Context, o Options, extra func(dir string) (map[string]str
 	}
 	g.cmd.Stdout, g.cmd.Stderr = qlog, qlog
 	start := time.Now()
-	if err := g.cmd.Start(); err != nil {
-		qlog.Close()
-		return nil, err
-	}
+	started := make(chan error, 1)
 	go func() {
-		g.cmd.Wait()
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		err := g.cmd.Start()
+		started <- err
+		if err == nil {
+			g.cmd.Wait()
+		}
 		qlog.Close()
 		close(g.exited)
 	}()
+	if err := <-started; err != nil {
+		return nil, err
+	}
 
 	g.client = &http.Client{Transport: &http.Transport{
 		DisableKeepAlives: true,
@@ -347,6 +357,8 @@ func (p *Proc) Kill(ctx context.Context) (Result, error) {
 func (g *Guest) Close() error {
 	if g.cmd != nil && g.cmd.Process != nil {
 		g.cmd.Process.Kill()
+	}
+	if g.cmd != nil {
 		<-g.exited
 	}
 	var err error
@@ -358,4 +370,19 @@ func (g *Guest) Close() error {
 		os.RemoveAll(g.work)
 	}
 	return err
+}
+
+// LoadSiw replaces the guest's siw module by a variant built by prepare.sh
+// ("stock", "crc", "p2p", "rev1": siw's MPA choices are compile-time
+// constants) and adds siw0 again.
+func (g *Guest) LoadSiw(ctx context.Context, variant string) error {
+	r, err := g.Sh(ctx, fmt.Sprintf("rdma link delete siw0; rmmod siw && insmod /lib/modules/siw-variants/%s/siw.ko && "+
+		"rdma link add siw0 type siw netdev eth0", variant))
+	if err != nil {
+		return err
+	}
+	if !r.OK() {
+		return fmt.Errorf("load siw %s: %v", variant, r)
+	}
+	return nil
 }
