@@ -560,21 +560,31 @@ func (qp *QP) termTarget(hdr []byte) *sqEntry {
 	}
 	qn := binary.BigEndian.Uint32(hdr[6:10])
 	msn := binary.BigEndian.Uint32(hdr[10:14])
+	// A header whose MSN matches nothing (Linux siw always reports MSN 1)
+	// still names the queue: the oldest sent WR of that queue is the one
+	// the peer failed on, since it handles each queue in order.
+	var oldest *sqEntry
 	for s := qp.sqHead; s != qp.sqTail; s++ {
 		e, _ := qp.sqSlot(s)
-		if e.state == sqPosted || e.msn != msn {
+		if e.state == sqPosted {
 			continue
 		}
+		var match bool
 		switch e.wr.Op {
 		case OpRead, OpFetchAdd, OpCmpSwap:
-			if qn == ddp.QNReadRequest {
-				return e
-			}
+			match = qn == ddp.QNReadRequest
 		case OpSend, OpSendWithInv, OpImm, OpWriteWithImm:
-			if qn == ddp.QNSend {
-				return e
-			}
+			match = qn == ddp.QNSend
+		}
+		if !match {
+			continue
+		}
+		if e.msn == msn {
+			return e
+		}
+		if oldest == nil && e.state != sqDone {
+			oldest = e
 		}
 	}
-	return nil
+	return oldest
 }

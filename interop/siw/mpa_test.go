@@ -16,13 +16,13 @@ import (
 func TestMPA(t *testing.T) {
 	g := needGuest(t)
 	type tc struct {
-		name    string
-		dir     string
-		siw     string // module variant ("" = stock)
-		p       verbs.ConnParam
-		rev     uint8
-		crc     bool
-		p2p     bool
+		name string
+		dir  string
+		siw  string // module variant ("" = stock)
+		p    verbs.ConnParam
+		rev  uint8
+		crc  bool
+		p2p  bool
 	}
 	cases := []tc{
 		{name: "rev2-crc", dir: "dial", rev: 2, crc: true},

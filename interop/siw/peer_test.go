@@ -104,7 +104,10 @@ type conn struct {
 	cmdFlags verbs.SendFlags // added to command Sends (FlagSolicited for a peer run with -S)
 }
 
-func (h *host) newConn(depth int) *conn {
+func (h *host) newConn(depth int) *conn { return h.newConnSize(depth, bufSize) }
+
+// newConnSize is newConn with a registered buffer of size bytes.
+func (h *host) newConnSize(depth, size int) *conn {
 	h.t.Helper()
 	c := &conn{h: h}
 	var err error
@@ -118,7 +121,7 @@ func (h *host) newConn(depth int) *conn {
 		h.t.Fatal(err)
 	}
 	acc := verbs.AccessLocalWrite | verbs.AccessRemoteRead | verbs.AccessRemoteWrite
-	if c.mr, err = h.pd.RegMR(make([]byte, bufSize), acc); err != nil {
+	if c.mr, err = h.pd.RegMR(make([]byte, size), acc); err != nil {
 		h.t.Fatal(err)
 	}
 	if c.ro, err = h.pd.RegMR(make([]byte, 1<<20), verbs.AccessRemoteRead); err != nil {
@@ -276,8 +279,8 @@ func startPeer(ctx context.Context, t *testing.T, g *Guest, args ...string) *pee
 	t.Cleanup(func() {
 		if pp.p != nil {
 			kctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	r, _ := pp.p.Kill(kctx)
+			defer cancel()
+			r, _ := pp.p.Kill(kctx)
 			t.Logf("peer (killed): %s", r)
 		}
 	})

@@ -443,7 +443,7 @@ static void cm_event(void)
 int main(int argc, char **argv)
 {
 	const char *host = NULL, *port = "7400";
-	int opt, timeout = 120;
+	int opt, timeout = 60;
 	while ((opt = getopt(argc, argv, "sc:p:n:b:r:Si:o:t:")) != -1) {
 		switch (opt) {
 		case 's': server = 1; break;
