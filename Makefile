@@ -3,7 +3,7 @@ GO       ?= go
 PKGS     ?= ./...
 FUZZTIME ?= 3s
 
-.PHONY: help build bin demo test check fmt-check vet staticcheck unit fuzz-short fuzz bench bench-quick microbench soak long clean generate
+.PHONY: help build bin demo test interop check fmt-check vet staticcheck unit fuzz-short fuzz bench bench-quick microbench soak long clean generate
 
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -17,7 +17,7 @@ bin: ## build xrnicd, xrnicctl and xrnic-perf into bin/
 demo: bin ## the main job: xrnicd on afxdp in a netns pair, a tour and a perf comparison (root; loopback otherwise)
 	bin/xrnic-perf demo
 
-test: check unit fuzz-short ## what CI runs: gofmt, vet, staticcheck, all tests with -race, a short fuzz pass
+test: check unit interop fuzz-short ## what CI runs: gofmt, vet, staticcheck, all tests with -race, the siw interop matrix, a short fuzz pass
 
 check: fmt-check vet staticcheck ## gofmt, go vet and staticcheck
 
@@ -37,6 +37,9 @@ unit: ## all tests under the race detector (privileged tests skip unless root)
 	$(GO) test -race -count=1 $(PKGS)
 	$(GO) test -race -count=1 -tags atomics_stress ./atomics
 	cd deploy/kubernetes/validate && $(GO) vet ./... && $(GO) test -count=1 ./...
+
+interop: ## the Linux siw interop matrix: Debian's kernel + siw.ko under QEMU (root; docs/INTEROP.md)
+	bash -o pipefail -c 'XRNIC_INTEROP=1 $(GO) test -count=1 -timeout 20m -v $(INTEROP_RUN) ./interop/siw/ 2>&1 | scripts/interop-summary.sh'
 
 fuzz-short: ## run every fuzz target for FUZZTIME (default 3s)
 	FUZZTIME=$(FUZZTIME) scripts/fuzz.sh

@@ -216,7 +216,7 @@ func (qp *QP) buildRespLocked(n int) (int, bool) {
 			return n, progress
 		}
 		r := &qp.irdQ[qp.irdHead%uint32(len(qp.irdQ))]
-		if !r.atomic && qp.sqMid() {
+		if !r.atomic && qp.sqMid() && !interleaveForTest {
 			// A tagged message is never cut by another: the Read
 			// Response waits for the SQ message in progress to end (siw
 			// aborts on such an intersection). Atomic Responses, one
@@ -333,7 +333,7 @@ func (qp *QP) buildSQLocked(n int) (int, bool) {
 	budget := txChunk
 	progress := false
 	for qp.sqNext != qp.sqTail && qp.state != QPError {
-		if !qp.space(n) || qp.respMid() {
+		if !qp.space(n) || (qp.respMid() && !interleaveForTest) {
 			return n, progress // (a Read Response in progress ends first)
 		}
 		e, sgl := qp.sqSlot(qp.sqNext)

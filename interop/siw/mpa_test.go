@@ -109,7 +109,9 @@ func TestSetupRefused(t *testing.T) {
 					t.Fatalf("dial: %v, want an error naming %q (a reject: %v)", err, c.want, c.rejected)
 				}
 				t.Logf("dial: %v", err)
-				pp.kill()
+				// Not killed: after iw_cm's BUG the peer cannot exit (it
+				// hangs in the kernel); the guest is booted anew instead.
+				pp.p = nil
 				capt.check(ctx, false, true)
 			})
 		}
