@@ -122,7 +122,7 @@ const usageText = `usage:
   xrnic-perf TEST [options] SERVER     client: connects to SERVER (host or host:port)
 TEST is one of write_bw write_lat read_bw read_lat send_bw send_lat atomic_bw atomic_lat imm_lat.
 Both sides take the same options (as in perftest). Other commands:
-  xrnic-perf tcp_bw|tcp_lat [options] [SERVER]   kernel TCP baseline (a stream / a ping-pong)
+  xrnic-perf tcp_bw|tcp_lat [options] [SERVER]   kernel TCP baseline (a stream / a ping-pong; tcp_lat -o N: N requests in flight)
   xrnic-perf demo [--quick]                      the guided tour (make demo)
   xrnic-perf bench [--out DIR] [--quick]         the full sweep (make bench)
 Options:
@@ -231,7 +231,7 @@ func newFlagSet(p *params, out io.Writer, given *[]string) *pflag.FlagSet {
 	arg("tx-depth", "<dep>")
 	fs.IntVarP(&p.rxDepth, "rx-depth", "r", 512, "send_bw: receive buffers per QP (capped at 32 MiB of buffers)")
 	arg("rx-depth", "<dep>")
-	fs.IntVarP(&p.outs, "outs", "o", 128, "outstanding Reads/atomics (ORD/IRD)")
+	fs.IntVarP(&p.outs, "outs", "o", 128, "outstanding Reads/atomics (ORD/IRD; default 128); tcp_lat: requests in flight on the connection (default 1: ping-pong; 1 to 1024)")
 	arg("outs", "<num>")
 	fs.IntVarP(&p.qps, "qp", "q", 1, "number of QPs")
 	arg("qp", "<num of qp's>")
@@ -501,6 +501,9 @@ func (p *params) defaults() error {
 			p.txDepth = 128
 		}
 	}
+	if t.name == "tcp_lat" && !p.set["outs"] {
+		p.outs = 1 // a ping-pong unless -o asks for a pipeline
+	}
 	if p.jsonFile != "" {
 		p.outJSON = true
 	}
@@ -516,7 +519,9 @@ func (p *params) defaults() error {
 		return errors.New("-q: 1 to 256 QPs")
 	case p.txDepth < 1 || p.txDepth > 4096:
 		return errors.New("-t: 1 to 4096")
-	case p.outs < 1 || p.outs > 128:
+	case t.name == "tcp_lat" && (p.outs < 1 || p.outs > maxTCPOuts):
+		return fmt.Errorf("-o: 1 to %d requests in flight for tcp_lat", maxTCPOuts)
+	case t.name != "tcp_lat" && (p.outs < 1 || p.outs > 128):
 		return errors.New("-o: 1 to 128")
 	case p.cqMod < 1 || p.cqMod > 1024:
 		return errors.New("-Q: 1 to 1024")

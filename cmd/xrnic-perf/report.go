@@ -232,7 +232,7 @@ func writeResults(p *params, results []any) error {
 		"rdma_cm_QPs": "ON", "Data_ex_method": "MPA private data", "transport": p.transport, "iface": p.iface,
 		"data_validation": p.validate, "bidirectional": p.bidir, "duration_s": p.duration.Seconds(),
 	}
-	if p.test.verb == verbRead || p.test.verb == verbAtomic {
+	if p.test.verb == verbRead || p.test.verb == verbAtomic || (p.test.name == "tcp_lat" && p.outs > 1) {
 		info["Outstand_reads"] = p.outs
 	}
 	if p.test.verb == verbAtomic {
