@@ -288,6 +288,7 @@ func TestManyQPs(t *testing.T) {
 		t.Run(string(tr), func(t *testing.T) {
 			ctx := ctxT(t, 3*time.Minute)
 			h := newHost(t, g, tr)
+			capt := startCapture(t, g)
 			pp := startPeer(ctx, t, g, "-s", "-p", fmt.Sprint(peerPort), "-n", fmt.Sprint(nqp), "-b", "65536", "-r", "4096")
 			waitListening(ctx, t, g)
 			conns := make([]*conn, nqp)
@@ -333,6 +334,7 @@ func TestManyQPs(t *testing.T) {
 			if !r.OK() || strings.Count(r.Stdout, "DISCONNECTED") != nqp {
 				t.Fatalf("peer: %s", r)
 			}
+			capt.check(ctx, true, false)
 		})
 	}
 }
@@ -466,8 +468,10 @@ func TestProbe(t *testing.T) {
 		t.Run(string(tr), func(t *testing.T) {
 			ctx := ctxT(t, time.Minute)
 			h := newHost(t, g, tr)
+			capt := startCapture(t, g)
 			c, pp := connectPeer(ctx, t, h, "dial", verbs.ConnParam{})
 			defer pp.kill()
+			defer capt.check(ctx, true, true)
 			res, err := c.qp.ProbeAtomics(ctx, c.peer.rwKey, c.peer.rwAddr)
 			if res != verbs.ProbeNotSupported || !errors.Is(err, verbs.ErrNoAtomics) {
 				t.Fatalf("probe: %v %v (%s)", res, err, c.why())
