@@ -28,6 +28,12 @@ func rawPair(t *testing.T, o enginetest.Options) (*side, *enginetest.Peer) {
 	s := newSide(t, 1<<16, QPAttr{})
 	mustRecv(t, s.qp, RecvWR{ID: 1, SGL: []SGE{s.sge(0, 64)}})
 	mustRecv(t, s.qp, RecvWR{ID: 2, SGL: []SGE{s.sge(64, 64)}})
+	return s, acceptRaw(t, s, o)
+}
+
+// acceptRaw accepts a raw initiator peer (options o) onto s's QP.
+func acceptRaw(t *testing.T, s *side, o enginetest.Options) *enginetest.Peer {
+	t.Helper()
 	ln, err := s.dev.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -44,7 +50,7 @@ func rawPair(t *testing.T, o enginetest.Options) (*side, *enginetest.Peer) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { p.Close() })
-	return s, p
+	return p
 }
 
 // wantTerminate builds the expected Terminate ULPDU independently: the

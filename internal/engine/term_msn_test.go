@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"context"
 	"testing"
 	"time"
 
@@ -17,22 +16,7 @@ import (
 // Read gets the remote access error rather than a flush.
 func TestTerminateMSNMatchesNothing(t *testing.T) {
 	s := newSide(t, 1<<16, QPAttr{})
-	ln, err := s.dev.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	errc := acceptAsync(ctx, ln, s.qp, ConnParams{})
-	p, err := enginetest.Dial(ctx, ln.Addr().String(), enginetest.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { p.Close() })
-	if err := <-errc; err != nil {
-		t.Fatal(err)
-	}
+	p := acceptRaw(t, s, enginetest.Options{})
 	zw := make([]byte, ddp.TaggedHeaderLen)
 	rdmap.PutWrite(zw, 1, 0, true, 0)
 	if err := p.Send(zw); err != nil { // first FPDU: the responder may send

@@ -2,7 +2,6 @@ package engine
 
 import (
 	"bytes"
-	"context"
 	"encoding/binary"
 	"testing"
 	"time"
@@ -43,22 +42,7 @@ func TestTerminateReadRequestHeader(t *testing.T) {
 func TestTerminateReadSourceFailsMidway(t *testing.T) {
 	n := bigReadLen() // more than TCP buffers: the response stays in progress
 	s := newSide(t, n, QPAttr{})
-	ln, err := s.dev.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	errc := acceptAsync(ctx, ln, s.qp, ConnParams{})
-	p, err := enginetest.Dial(ctx, ln.Addr().String(), enginetest.Options{RcvBuf: 256 << 10})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { p.Close() })
-	if err := <-errc; err != nil {
-		t.Fatal(err)
-	}
+	p := acceptRaw(t, s, enginetest.Options{RcvBuf: 256 << 10})
 	const sinkSTag, sinkTO = 0x77, 0x1000
 	rp := rdmap.ReadParams{SinkSTag: sinkSTag, SinkTO: sinkTO, Size: uint32(n), SrcSTag: s.mr.STag(), SrcTO: s.to(0)}
 	rr := make([]byte, ddp.UntaggedHeaderLen+rdmap.ReadRequestLen)

@@ -119,22 +119,7 @@ func TestSiwTerminateSetupError(t *testing.T) {
 func TestSiwTerminateWriteInvalidSTag(t *testing.T) {
 	n := bigReadLen() // more than TCP buffers: the Write stays in progress
 	s := newSide(t, n, QPAttr{})
-	ln, err := s.dev.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	errc := acceptAsync(ctx, ln, s.qp, ConnParams{})
-	p, err := enginetest.Dial(ctx, ln.Addr().String(), enginetest.Options{RcvBuf: 256 << 10})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { p.Close() })
-	if err := <-errc; err != nil {
-		t.Fatal(err)
-	}
+	p := acceptRaw(t, s, enginetest.Options{RcvBuf: 256 << 10})
 	zw := make([]byte, ddp.TaggedHeaderLen)
 	rdmap.PutWrite(zw, 1, 0, true, 0)
 	if err := p.Send(zw); err != nil { // first FPDU: the responder may send
