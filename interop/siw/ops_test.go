@@ -7,7 +7,6 @@ import (
 	"net/netip"
 	"strings"
 	"testing"
-	"time"
 
 	"xrnic/verbs"
 )
@@ -129,27 +128,10 @@ func exercise(ctx context.Context, t *testing.T, c *conn, sizes []int) {
 	}
 }
 
+// TestOps: every basic operation both ways, then an orderly close.
 func TestOps(t *testing.T) {
-	g := needGuest(t)
-	for _, tr := range transports {
-		for _, dir := range directions {
-			t.Run(fmt.Sprintf("%s/%s", tr, dir), func(t *testing.T) {
-				ctx := ctxT(t, 3*time.Minute)
-				h := newHost(t, g, tr)
-				capt := startCapture(t, g)
-				c, pp := connectPeer(ctx, t, h, dir, verbs.ConnParam{})
-				exercise(ctx, t, c, []int{1, 4097, 1 << 20})
-				if err := c.qp.Disconnect(ctx); err != nil {
-					t.Errorf("disconnect: %v", err)
-				}
-				r := pp.end(ctx)
-				if !r.OK() || !strings.Contains(r.Stdout, "DISCONNECTED 0") {
-					t.Fatalf("peer: %s", r)
-				}
-				if n := capt.check(ctx, true, false); n == 0 {
-					t.Error("tshark decoded no FPDU")
-				}
-			})
-		}
-	}
+	each(t, nil, func(ctx context.Context, t *testing.T, c *conn) bool {
+		exercise(ctx, t, c, []int{1, 4097, 1 << 20})
+		return true
+	})
 }

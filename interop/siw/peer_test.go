@@ -310,17 +310,8 @@ func (pp *peerProc) end(ctx context.Context) Result {
 	return r
 }
 
-// waitListening waits until the peer listens (rdma_listen on port).
+// waitListening waits until the peer listens (rdma_listen on peerPort).
 func waitListening(ctx context.Context, t *testing.T, g *Guest) {
 	t.Helper()
-	for {
-		r, err := g.Sh(ctx, fmt.Sprintf("netstat -ltn | grep -q ':%d '", peerPort))
-		if err == nil && r.OK() {
-			return
-		}
-		if ctx.Err() != nil {
-			t.Fatalf("peer never listened on %d", peerPort)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	waitPort(ctx, t, g, peerPort)
 }
