@@ -39,6 +39,12 @@ if [ -e "$out/.done" ]; then
 	echo "$out"
 	exit 0
 fi
+# Cold: the lists may name versions the archive no longer serves.
+if [ -z "${XRNIC_SIW_UPDATED:-}" ]; then
+	log "apt-get update (nothing built for $kabi $kver yet)"
+	apt-get update -qq >&2 || log "apt-get update failed; trying with the lists as they are"
+	XRNIC_SIW_UPDATED=1 exec bash "$0" "$cache"
+fi
 log "building the guest for $kabi ($kver) in $out"
 rm -rf "$cache/$kabi-"* # older builds
 
