@@ -12,7 +12,7 @@
 set -euo pipefail
 
 cache=${1:-/var/cache/xrnic/siw}
-mkdir -p "$cache/debs"
+mkdir -p "$cache"
 log() { echo "siw-prepare: $*" >&2; }
 
 # Which kernel: the one Debian's linux-image-amd64 points at now. Resolving
@@ -50,6 +50,12 @@ rm -rf "$cache/$kabi-"* # older builds
 
 mkdir -p "$out"
 kflav=${kabi%-amd64}
+# Packages per kernel version: a new kernel fetches everything anew.
+debs="$cache/debs/$kabi-$kver"
+for d in "$cache"/debs/*; do
+	[ -d "$d" ] && [ "$d" != "$debs" ] && rm -rf "$d"
+done
+mkdir -p "$debs"
 
 pkgs=(
 	"linux-image-$kabi" "linux-headers-$kabi" "linux-headers-$kflav-common" linux-kbuild-6.1 linux-source-6.1
@@ -57,7 +63,7 @@ pkgs=(
 	libibverbs-dev librdmacm-dev libnl-3-200 libnl-route-3-200 libibumad3 libpci3 busybox-static
 )
 (
-	cd "$cache/debs"
+	cd "$debs"
 	missing=()
 	for p in "${pkgs[@]}"; do
 		ls "${p}"_*.deb >/dev/null 2>&1 || missing+=("$p")
@@ -70,7 +76,7 @@ pkgs=(
 		ls "${p}"_*.deb >/dev/null 2>&1 || { log "download of $p failed"; exit 1; }
 	done
 )
-deb() { ls "$cache/debs/$1"_*.deb | sort -V | tail -1; }
+deb() { ls "$debs/$1"_*.deb | sort -V | tail -1; }
 
 # siw.ko: the driver's sources from linux-source, built against the headers.
 work="$out/work"
