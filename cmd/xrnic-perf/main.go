@@ -20,7 +20,7 @@
 // InfiniBand).
 //
 // The same binary carries the kernel TCP baseline (tcp_bw, tcp_lat, in
-// tcp.go) and dispatches two orchestration commands to internal/perfsuite:
+// tcp.go) and the raw AF_XDP frame ping-pong (xdp_lat, in xdp.go), and dispatches two orchestration commands to internal/perfsuite:
 // the guided tour behind `make demo` (demo) and the sweep behind
 // `make bench` (bench). They run this binary as separate processes.
 //
@@ -83,6 +83,9 @@ func mainCtx(ctx context.Context, args []string) int {
 func run(ctx context.Context, p *params, out io.Writer) error {
 	if p.test.name == "tcp_bw" || p.test.name == "tcp_lat" {
 		return runTCP(ctx, p, out)
+	}
+	if p.test.name == "xdp_lat" {
+		return runXDP(ctx, p, out)
 	}
 	if p.server != "" {
 		return runClient(ctx, p, out)

@@ -123,6 +123,7 @@ const usageText = `usage:
 TEST is one of write_bw write_lat read_bw read_lat send_bw send_lat atomic_bw atomic_lat imm_lat.
 Both sides take the same options (as in perftest). Other commands:
   xrnic-perf tcp_bw|tcp_lat [options] [SERVER]   kernel TCP baseline (a stream / a ping-pong; tcp_lat -o N: N requests in flight)
+  xrnic-perf xdp_lat --iface IF [options] [SERVER] raw AF_XDP frame ping-pong, no TCP or iWARP (root; -o N: N frames in flight)
   xrnic-perf demo [--quick]                      the guided tour (make demo)
   xrnic-perf bench [--out DIR] [--quick]         the full sweep (make bench)
 Options:
@@ -231,7 +232,7 @@ func newFlagSet(p *params, out io.Writer, given *[]string) *pflag.FlagSet {
 	arg("tx-depth", "<dep>")
 	fs.IntVarP(&p.rxDepth, "rx-depth", "r", 512, "send_bw: receive buffers per QP (capped at 32 MiB of buffers)")
 	arg("rx-depth", "<dep>")
-	fs.IntVarP(&p.outs, "outs", "o", 128, "outstanding Reads/atomics (ORD/IRD; default 128); tcp_lat: requests in flight on the connection (default 1: ping-pong; 1 to 1024)")
+	fs.IntVarP(&p.outs, "outs", "o", 128, "outstanding Reads/atomics (ORD/IRD; default 128); tcp_lat: requests in flight on the connection, xdp_lat: frames in flight (default 1: ping-pong; 1 to 1024)")
 	arg("outs", "<num>")
 	fs.IntVarP(&p.qps, "qp", "q", 1, "number of QPs")
 	arg("qp", "<num of qp's>")
@@ -425,8 +426,8 @@ func parseParams(args []string, out io.Writer) (*params, error) {
 		return nil, errUsage
 	}
 	t, ok := lookupTest(pos[0])
-	if !ok && pos[0] != "tcp_bw" && pos[0] != "tcp_lat" {
-		return nil, fmt.Errorf("unknown test %q (want one of %s, tcp_bw, tcp_lat)", pos[0], testNames())
+	if !ok && pos[0] != "tcp_bw" && pos[0] != "tcp_lat" && pos[0] != "xdp_lat" {
+		return nil, fmt.Errorf("unknown test %q (want one of %s, tcp_bw, tcp_lat, xdp_lat)", pos[0], testNames())
 	}
 	if !ok {
 		t = testKind{name: pos[0], verb: verbSend, bw: pos[0] == "tcp_bw"}
@@ -501,8 +502,11 @@ func (p *params) defaults() error {
 			p.txDepth = 128
 		}
 	}
-	if t.name == "tcp_lat" && !p.set["outs"] {
+	if (t.name == "tcp_lat" || t.name == "xdp_lat") && !p.set["outs"] {
 		p.outs = 1 // a ping-pong unless -o asks for a pipeline
+	}
+	if t.name == "xdp_lat" {
+		p.transport = "afxdp" // raw frames on the afxdp package
 	}
 	if p.jsonFile != "" {
 		p.outJSON = true
@@ -521,7 +525,13 @@ func (p *params) defaults() error {
 		return errors.New("-t: 1 to 4096")
 	case t.name == "tcp_lat" && (p.outs < 1 || p.outs > maxTCPOuts):
 		return fmt.Errorf("-o: 1 to %d requests in flight for tcp_lat", maxTCPOuts)
-	case t.name != "tcp_lat" && (p.outs < 1 || p.outs > 128):
+	case t.name == "xdp_lat" && (p.outs < 1 || p.outs > maxTCPOuts):
+		return fmt.Errorf("-o: 1 to %d frames in flight for xdp_lat", maxTCPOuts)
+	case t.name == "xdp_lat" && p.iface == "":
+		return errors.New("xdp_lat needs --iface")
+	case t.name == "xdp_lat" && p.size > xdpMaxPayload:
+		return fmt.Errorf("-s: xdp_lat frames carry at most %d bytes (one 4096-byte UMEM chunk)", xdpMaxPayload)
+	case t.name != "tcp_lat" && t.name != "xdp_lat" && (p.outs < 1 || p.outs > 128):
 		return errors.New("-o: 1 to 128")
 	case p.cqMod < 1 || p.cqMod > 1024:
 		return errors.New("-Q: 1 to 1024")

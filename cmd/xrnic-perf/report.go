@@ -232,7 +232,7 @@ func writeResults(p *params, results []any) error {
 		"rdma_cm_QPs": "ON", "Data_ex_method": "MPA private data", "transport": p.transport, "iface": p.iface,
 		"data_validation": p.validate, "bidirectional": p.bidir, "duration_s": p.duration.Seconds(),
 	}
-	if p.test.verb == verbRead || p.test.verb == verbAtomic || (p.test.name == "tcp_lat" && p.outs > 1) {
+	if p.test.verb == verbRead || p.test.verb == verbAtomic || ((p.test.name == "tcp_lat" || p.test.name == "xdp_lat") && p.outs > 1) {
 		info["Outstand_reads"] = p.outs
 	}
 	if p.test.verb == verbAtomic {
@@ -256,13 +256,16 @@ func writeResults(p *params, results []any) error {
 // "BW" or "Latency", "Test", joined by underscores, e.g.
 // Atomic_FETCH_AND_ADD_BW_Test. imm_lat (RFC 7306 Immediate Data, which
 // perftest has not) follows the same pattern, Immediate_Data_Latency_Test,
-// and so do the kernel TCP baselines, TCP_BW_Test and TCP_Latency_Test.
+// and so do the kernel TCP baselines, TCP_BW_Test and TCP_Latency_Test,
+// and the raw AF_XDP ping-pong, XDP_Latency_Test.
 func (p *params) jsonTestName() string {
 	t := p.test
 	v := t.verbName()
 	switch {
 	case t.name == "tcp_bw" || t.name == "tcp_lat":
 		v = "TCP"
+	case t.name == "xdp_lat":
+		v = "XDP"
 	case p.writeImm && t.verb == verbWrite:
 		v = "RDMA_Write_imm"
 	}

@@ -1,0 +1,540 @@
+package main
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"xrnic/afxdp"
+	"xrnic/bpf"
+	"xrnic/wire/eth"
+	"xrnic/wire/ipv4"
+	"xrnic/wire/tcp"
+)
+
+// xdp_lat is the physical-limit baseline below tcp_lat: a ping-pong of raw
+// frames between two AF_XDP sockets of the afxdp package, with neither
+// kernel TCP nor iWARP in the data path. Each side loads the steering
+// program (bpf/xdp.c) on --iface, which redirects IPv4/TCP frames to a
+// listen port in its map to the AF_XDP socket of the receive queue; the
+// frames are TCP-shaped (Ethernet, IPv4, a 20-byte TCP header with valid
+// checksums, -s bytes of payload) from and to the data port, -p + 1, on
+// both sides, and the TCP sequence number carries the iteration. The
+// server echoes each frame from its own socket (addresses and ports
+// swapped, which keeps the checksums valid). A kernel TCP connection on -p
+// carries the parameters and the server's MAC, never a measured frame.
+//
+// The report is tcp_lat's: with -o 1 perftest's latency columns, half a
+// round trip (rtt_factor 2); with -o N, N frames in flight, the frame rate
+// (MsgRate, Mops/s) and the mean full round trip (rtt_factor 1). #bytes is
+// the TCP payload of a frame.
+
+// xdpReserve frames of a socket stay out of the fill ring, for
+// transmission.
+const xdpReserve = 1024
+
+var xdpSockOpts = afxdp.SocketOptions{RXSize: 2048, FillSize: 2048, TXSize: 1024, CompletionSize: 2048, Frames: 2048 + xdpReserve}
+
+// xdpHeaders is Ethernet + IPv4 + TCP without options.
+const xdpHeaders = eth.HeaderLen + ipv4.MinHeaderLen + tcp.MinHeaderLen
+
+// xdpMaxPayload bounds -s: a frame fits one 4096-byte chunk.
+const xdpMaxPayload = 4096 - xdpHeaders
+
+// xdpEnd is one side's steering program, attachment and sockets.
+type xdpEnd struct {
+	prog  *bpf.Program
+	att   *bpf.Attachment
+	umem  *afxdp.UMEM
+	socks []*afxdp.Socket
+	mac   eth.MAC
+	batch []afxdp.Desc
+	tx    []afxdp.Desc
+}
+
+// openXDP attaches the steering program to iface, steering TCP port
+// port to one AF_XDP socket per receive queue. close undoes all of it.
+func openXDP(iface string, port uint16) (_ *xdpEnd, err error) {
+	if os.Geteuid() != 0 {
+		return nil, errors.New("xdp_lat needs root: it attaches an XDP program and opens AF_XDP sockets (CAP_NET_ADMIN, CAP_NET_RAW and CAP_BPF)")
+	}
+	ifi, err := net.InterfaceByName(iface)
+	if err != nil {
+		return nil, fmt.Errorf("--iface %s: %w", iface, err)
+	}
+	e := &xdpEnd{batch: make([]afxdp.Desc, 64), tx: make([]afxdp.Desc, 64)}
+	copy(e.mac[:], ifi.HardwareAddr)
+	defer func() {
+		if err != nil {
+			e.close()
+		}
+	}()
+	queues := rxQueues(iface)
+	if e.prog, err = bpf.Load(bpf.Options{MaxQueues: max(queues, 1)}); err != nil {
+		return nil, err
+	}
+	if e.umem, err = afxdp.NewUMEM(afxdp.UMEMOptions{Frames: queues * xdpSockOpts.Frames}); err != nil {
+		return nil, err
+	}
+	for q := range queues {
+		s, err := e.umem.Open(ifi.Index, q, xdpSockOpts)
+		// The kernel releases the queue of a closed AF_XDP socket a
+		// little later (deferred work): a run right after another one
+		// may find it busy for a moment.
+		for start := time.Now(); errors.Is(err, unix.EBUSY) && time.Since(start) < 3*time.Second; {
+			time.Sleep(20 * time.Millisecond)
+			s, err = e.umem.Open(ifi.Index, q, xdpSockOpts)
+		}
+		if err != nil {
+			return nil, err
+		}
+		e.socks = append(e.socks, s)
+		if err := e.prog.SetSocket(q, s.Fd()); err != nil {
+			return nil, err
+		}
+		s.Refill(s.FreeFrames() - xdpReserve)
+	}
+	if err := e.prog.AddListen(port); err != nil {
+		return nil, err
+	}
+	if e.att, err = e.prog.Attach(bpf.AttachOptions{Ifindex: ifi.Index, Logger: slog.New(slog.DiscardHandler)}); err != nil {
+		return nil, err
+	}
+	return e, nil
+}
+
+// rxQueues counts the receive queues of iface (1 when sysfs does not say).
+func rxQueues(iface string) int {
+	m, _ := filepath.Glob(filepath.Join("/sys/class/net", iface, "queues", "rx-*"))
+	return max(len(m), 1)
+}
+
+// close detaches the program first, then closes the sockets and memory.
+func (e *xdpEnd) close() {
+	if e.att != nil {
+		e.att.Close()
+	}
+	for _, s := range e.socks {
+		s.Close()
+	}
+	if e.umem != nil {
+		e.umem.Close()
+	}
+	if e.prog != nil {
+		e.prog.Close()
+	}
+}
+
+// describe is the banner's line on the data path.
+func (e *xdpEnd) describe() string {
+	return fmt.Sprintf("XDP %v (%s), %d AF_XDP socket(s), zero-copy=%v", e.att.Mode, e.att.Reason, len(e.socks), e.socks[0].ZeroCopy())
+}
+
+// errXDPIdle: no frame arrived for --timeout.
+var errXDPIdle = errors.New("xdp_lat: no frame for the --timeout (lost frames?)")
+
+// wait spins on the RX rings, then sleeps in poll, until a frame arrives,
+// ctx ends or deadline passes; it returns the socket with frames and how
+// many are in e.batch.
+func (e *xdpEnd) wait(ctx context.Context, deadline time.Time) (*afxdp.Socket, int, error) {
+	for spin := 0; ; spin++ {
+		for _, s := range e.socks {
+			if n := s.Receive(e.batch); n > 0 {
+				return s, n, nil
+			}
+			s.Complete()
+		}
+		if spin < 2000 {
+			continue
+		}
+		if err := ctx.Err(); err != nil {
+			return nil, 0, err
+		}
+		if time.Now().After(deadline) {
+			return nil, 0, errXDPIdle
+		}
+		if len(e.socks) == 1 {
+			e.socks[0].Poll(1)
+		} else {
+			time.Sleep(50 * time.Microsecond)
+		}
+		spin = 0
+	}
+}
+
+// recycle gives the frames of e.batch[:n] back and refills.
+func recycle(s *afxdp.Socket, d []afxdp.Desc) {
+	s.Free(d)
+	s.Refill(s.FreeFrames() - xdpReserve)
+}
+
+// transmit queues d whole on s, completing and kicking while the ring is
+// full.
+func transmit(s *afxdp.Socket, d []afxdp.Desc) {
+	for len(d) > 0 {
+		k := s.Transmit(d)
+		d = d[k:]
+		if len(d) > 0 {
+			s.Complete()
+			s.Kick()
+		}
+	}
+}
+
+// echo sends back iters steered frames, as they come.
+func (e *xdpEnd) echo(ctx context.Context, iters int, timeout time.Duration) error {
+	for done := 0; done < iters; {
+		s, n, err := e.wait(ctx, time.Now().Add(timeout))
+		if err != nil {
+			return err
+		}
+		s.Complete()
+		k := 0
+		for _, d := range e.batch[:n] {
+			in := s.Frame(d)
+			if len(in) < xdpHeaders {
+				continue
+			}
+			for s.Alloc(e.tx[k:k+1]) == 0 {
+				s.Kick()
+				s.Complete()
+			}
+			out := s.Frame(e.tx[k])
+			copy(out, in)
+			swapAddrs(out)
+			e.tx[k].Len = uint32(len(in))
+			k++
+		}
+		recycle(s, e.batch[:n])
+		transmit(s, e.tx[:k])
+		done += k
+	}
+	return nil
+}
+
+// swapAddrs turns a frame around: MACs, IPv4 addresses and TCP ports
+// (the one's complement sums do not change).
+func swapAddrs(b []byte) {
+	var m [6]byte
+	copy(m[:], b[0:6])
+	copy(b[0:6], b[6:12])
+	copy(b[6:12], m[:])
+	ip := b[eth.HeaderLen:]
+	var a [4]byte
+	copy(a[:], ip[12:16])
+	copy(ip[12:16], ip[16:20])
+	copy(ip[16:20], a[:])
+	th := ip[ipv4.MinHeaderLen:]
+	sp := binary.BigEndian.Uint16(th[0:])
+	copy(th[0:2], th[2:4])
+	binary.BigEndian.PutUint16(th[2:], sp)
+}
+
+// xdpFlow is the client's frame template.
+type xdpFlow struct {
+	tmpl     []byte
+	src, dst [4]byte
+}
+
+// newXDPFlow builds the template of a frame of size payload bytes.
+func newXDPFlow(srcMAC, dstMAC eth.MAC, src, dst [4]byte, port uint16, size int) (*xdpFlow, error) {
+	b := make([]byte, xdpHeaders+size)
+	n, err := eth.Put(b, dstMAC, srcMAC, eth.TypeIPv4)
+	if err != nil {
+		return nil, err
+	}
+	seg := tcp.MinHeaderLen + size
+	ih, err := ipv4.Put(b[n:], &ipv4.Fields{TotalLen: uint16(ipv4.MinHeaderLen + seg), TTL: 64, Flags: ipv4.FlagDF, Protocol: ipv4.ProtoTCP, Src: src, Dst: dst})
+	if err != nil {
+		return nil, err
+	}
+	n += ih
+	if _, err := tcp.Put(b[n:], &tcp.Fields{SrcPort: port, DstPort: port, Flags: tcp.FlagACK, Window: 65535}, nil); err != nil {
+		return nil, err
+	}
+	for j := range size {
+		b[xdpHeaders+j] = pattern(0, j)
+	}
+	return &xdpFlow{tmpl: b, src: src, dst: dst}, nil
+}
+
+// put writes frame seq into b and returns its length.
+func (f *xdpFlow) put(b []byte, seq uint32) uint32 {
+	copy(b, f.tmpl)
+	th := tcp.Header(b[eth.HeaderLen+ipv4.MinHeaderLen : len(f.tmpl)])
+	th.SetSeq(tcp.Seq(seq))
+	th.UpdateChecksum(tcp.PseudoHeaderSum(f.src, f.dst, len(th)))
+	return uint32(len(f.tmpl))
+}
+
+// xdpSeq is the sequence number of an echoed frame of the flow (false:
+// not one).
+func xdpSeq(b []byte, size int) (uint32, bool) {
+	if len(b) != xdpHeaders+size || binary.BigEndian.Uint16(b[12:]) != uint16(eth.TypeIPv4) {
+		return 0, false
+	}
+	return binary.BigEndian.Uint32(b[eth.HeaderLen+ipv4.MinHeaderLen+4:]), true
+}
+
+// pingPong is -o 1: stamps[i] is when frame i was sent.
+func (e *xdpEnd) pingPong(ctx context.Context, f *xdpFlow, size, iters int, timeout time.Duration) ([]int64, error) {
+	stamps := make([]int64, iters)
+	s := e.socks[0]
+	base := time.Now()
+	for i := range iters {
+		for s.Alloc(e.tx[:1]) == 0 {
+			s.Kick()
+			s.Complete()
+		}
+		e.tx[0].Len = f.put(s.Frame(e.tx[0]), uint32(i))
+		stamps[i] = int64(time.Since(base))
+		transmit(s, e.tx[:1])
+		got := false
+		for !got {
+			rs, n, err := e.wait(ctx, time.Now().Add(timeout))
+			if err != nil {
+				return nil, fmt.Errorf("frame %d of %d: %w", i, iters, err)
+			}
+			for _, d := range e.batch[:n] {
+				if seq, ok := xdpSeq(rs.Frame(d), size); ok {
+					if seq != uint32(i) {
+						return nil, fmt.Errorf("xdp_lat: echo of frame %d while waiting for %d", seq, i)
+					}
+					got = true
+				}
+			}
+			recycle(rs, e.batch[:n])
+		}
+	}
+	return stamps, nil
+}
+
+// pipeline is -o N: up to outs frames in flight, one goroutine (the
+// sockets' owner) sending and receiving.
+func (e *xdpEnd) pipeline(ctx context.Context, f *xdpFlow, size, iters, outs int, timeout time.Duration) (TCPPipeResult, error) {
+	sent := make([]int64, iters)
+	done := make([]int64, iters)
+	s := e.socks[0]
+	base := time.Now()
+	next, got := 0, 0
+	for got < iters {
+		if k := min(outs-(next-got), iters-next, len(e.tx)); k > 0 {
+			k = s.Alloc(e.tx[:k])
+			now := int64(time.Since(base))
+			for j := range k {
+				e.tx[j].Len = f.put(s.Frame(e.tx[j]), uint32(next+j))
+				sent[next+j] = now
+			}
+			transmit(s, e.tx[:k])
+			next += k
+		}
+		rs, n, err := e.wait(ctx, time.Now().Add(timeout))
+		if err != nil {
+			return TCPPipeResult{}, fmt.Errorf("%d of %d frames echoed: %w", got, iters, err)
+		}
+		now := int64(time.Since(base))
+		for _, d := range e.batch[:n] {
+			seq, ok := xdpSeq(rs.Frame(d), size)
+			if !ok {
+				continue
+			}
+			if int(seq) >= next || done[seq] != 0 {
+				return TCPPipeResult{}, fmt.Errorf("xdp_lat: unexpected echo of frame %d (%d sent)", seq, next)
+			}
+			done[seq] = now
+			got++
+		}
+		recycle(rs, e.batch[:n])
+	}
+	r := computePipe(size, outs, sent, done)
+	last := int64(0)
+	for _, d := range done {
+		last = max(last, d)
+	}
+	if total := last - sent[0]; total > 0 { // frames of several queues may come back out of order
+		r.MsgRate = float64(iters) / (float64(total) / 1e9) / 1e6
+	}
+	return r, nil
+}
+
+// xdpHello opens the control exchange: magic, then the server's MAC.
+var xdpHello = [8]byte{'X', 'D', 'P', 'L', 'A', 'T', '1', 0}
+
+func runXDP(ctx context.Context, p *params, out io.Writer) error {
+	if p.duration > 0 {
+		return errors.New("xdp_lat: -D is not supported (use -n)")
+	}
+	dataPort := uint16(p.port + 1)
+	if p.server == "" {
+		return xdpServe(ctx, p, out, dataPort)
+	}
+	d := net.Dialer{Timeout: p.timeout}
+	c, err := d.DialContext(ctx, "tcp", hostPort(p.server, p.port))
+	for start := time.Now(); err != nil && errors.Is(err, syscall.ECONNREFUSED) && time.Since(start) < 5*time.Second; {
+		time.Sleep(50 * time.Millisecond) // the server may still be starting
+		c, err = d.DialContext(ctx, "tcp", hostPort(p.server, p.port))
+	}
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	go func() { <-ctx.Done(); c.Close() }()
+	la, ra := c.LocalAddr().(*net.TCPAddr), c.RemoteAddr().(*net.TCPAddr)
+	if la.IP.To4() == nil || ra.IP.To4() == nil {
+		return fmt.Errorf("xdp_lat: %v: IPv4 only", ra)
+	}
+	e, err := openXDP(p.iface, dataPort)
+	if err != nil {
+		return err
+	}
+	defer e.close()
+	if _, err := c.Write(xdpHello[:]); err != nil {
+		return err
+	}
+	var hello [16]byte
+	if _, err := io.ReadFull(c, hello[:]); err != nil {
+		return fmt.Errorf("xdp_lat: server setup: %w", err)
+	}
+	if [8]byte(hello[:8]) != xdpHello {
+		return errors.New("xdp_lat: the server is not an xdp_lat server")
+	}
+	srvMAC := eth.MAC(hello[8:14])
+	if !p.quiet {
+		fmt.Fprintf(out, "%s\n                    XDP Latency Test (raw AF_XDP frames, no TCP or iWARP)\n", resultLine)
+		fmt.Fprintf(out, " Flow            : %v -> %v, TCP port %d, %s -> %s\n", la.IP, ra.IP, dataPort, net.HardwareAddr(e.mac[:]), net.HardwareAddr(srvMAC[:]))
+		fmt.Fprintf(out, " Data path       : %s\n", e.describe())
+		if mtu := ifaceMTU(p.iface); mtu > 0 {
+			fmt.Fprintf(out, " Mtu             : %d[B]\n", mtu)
+		}
+		fmt.Fprintln(out, resultLine)
+	}
+	pipe := p.outs > 1
+	if pipe {
+		fmt.Fprintln(out, pipeHeader)
+	} else {
+		fmt.Fprintln(out, latHeader)
+	}
+	var results []any
+	for _, size := range p.sizes() {
+		f, err := newXDPFlow(e.mac, srvMAC, [4]byte(la.IP.To4()), [4]byte(ra.IP.To4()), dataPort, size)
+		if err != nil {
+			return err
+		}
+		var hdr [24]byte
+		hdr[0] = 'X'
+		binary.BigEndian.PutUint32(hdr[4:], uint32(size))
+		binary.BigEndian.PutUint64(hdr[8:], uint64(p.iters))
+		if _, err := c.Write(hdr[:]); err != nil {
+			return err
+		}
+		if _, err := io.ReadFull(c, hdr[:1]); err != nil { // the server is ready
+			return err
+		}
+		if pipe {
+			r, err := e.pipeline(ctx, f, size, p.iters, p.outs, p.timeout)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintln(out, r.line())
+			results = append(results, r)
+		} else {
+			stamps, err := e.pingPong(ctx, f, size, p.iters, p.timeout)
+			if err != nil {
+				return err
+			}
+			r := computeLat(size, stamps, 2)
+			fmt.Fprintln(out, r.line())
+			results = append(results, r)
+		}
+		if _, err := io.ReadFull(c, hdr[:1]); err != nil { // the server echoed them all
+			return err
+		}
+	}
+	c.Write(make([]byte, 24)) // bye
+	fmt.Fprintln(out, resultLine)
+	return writeResults(p, results)
+}
+
+func xdpServe(ctx context.Context, p *params, out io.Writer, dataPort uint16) error {
+	e, err := openXDP(p.iface, dataPort)
+	if err != nil {
+		return err
+	}
+	defer e.close()
+	ln, err := net.Listen("tcp", net.JoinHostPort(p.bind, fmt.Sprint(p.port)))
+	if err != nil {
+		return err
+	}
+	defer ln.Close()
+	if !p.quiet {
+		fmt.Fprintf(out, " xdp_lat server: control on %v, frames to TCP port %d on %s (%s)\n", ln.Addr(), dataPort, p.iface, e.describe())
+	}
+	stop := make(chan struct{})
+	defer close(stop)
+	go func() {
+		select {
+		case <-ctx.Done():
+		case <-stop:
+		}
+		ln.Close()
+	}()
+	c, err := ln.Accept()
+	if err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return err
+	}
+	defer c.Close()
+	go func() {
+		select {
+		case <-ctx.Done():
+		case <-stop:
+		}
+		c.Close()
+	}()
+	var hello [16]byte
+	if _, err := io.ReadFull(c, hello[:8]); err != nil {
+		return err
+	}
+	if [8]byte(hello[:8]) != xdpHello {
+		return errors.New("xdp_lat: the client is not an xdp_lat client")
+	}
+	copy(hello[8:], e.mac[:])
+	if _, err := c.Write(hello[:]); err != nil {
+		return err
+	}
+	for {
+		var hdr [24]byte
+		if _, err := io.ReadFull(c, hdr[:]); err != nil {
+			return err
+		}
+		switch hdr[0] {
+		case 0:
+			return nil
+		case 'X':
+		default:
+			return errors.New("xdp_lat: bad header")
+		}
+		iters := int(binary.BigEndian.Uint64(hdr[8:]))
+		if _, err := c.Write([]byte{1}); err != nil {
+			return err
+		}
+		if err := e.echo(ctx, iters, p.timeout); err != nil {
+			return err
+		}
+		if _, err := c.Write([]byte{1}); err != nil {
+			return err
+		}
+	}
+}
