@@ -48,48 +48,10 @@ func TestCaptureTshark(t *testing.T) {
 	defer ln.Close()
 	port := ln.Addr().(*net.TCPAddr).Port
 
-	pcap := filepath.Join(t.TempDir(), "session.pcapng")
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, dumpcap, "-q", "-i", "lo", "-f", "tcp port "+strconv.Itoa(port), "-w", pcap)
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	stopped := false
-	stop := func() {
-		if stopped {
-			return
-		}
-		stopped = true
-		cmd.Process.Signal(os.Interrupt)
-		cmd.Wait()
-	}
+	pcap, stop := captureLo(ctx, t, dumpcap, strconv.Itoa(port))
 	defer stop()
-	ready := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(stderr)
-		var all []string
-		for sc.Scan() {
-			all = append(all, sc.Text())
-			if strings.Contains(sc.Text(), "Capturing on") {
-				ready <- ""
-			}
-		}
-		ready <- strings.Join(all, "\n")
-	}()
-	select {
-	case msg := <-ready:
-		if msg != "" {
-			t.Fatalf("dumpcap did not start: %s", msg)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("dumpcap did not start within 10 s")
-	}
-	time.Sleep(300 * time.Millisecond) // the filter is attached after the banner
 
 	// The session: Rev 1, CRC on (the default).
 	errc := acceptAsync(ctx, ln, s.qp, ConnParams{})
@@ -224,4 +186,52 @@ func mustU(t *testing.T, s string) uint64 {
 		t.Errorf("field %q: %v", s, err)
 	}
 	return v
+}
+
+// captureLo runs dumpcap on lo for TCP port port into a pcapng file under
+// t.TempDir, returning once it captures; stop interrupts it (idempotent).
+func captureLo(ctx context.Context, t *testing.T, dumpcap, port string) (pcap string, stop func()) {
+	t.Helper()
+	pcap = filepath.Join(t.TempDir(), "capture.pcapng")
+	cmd := exec.CommandContext(ctx, dumpcap, "-q", "-i", "lo", "-f", "tcp port "+port, "-w", pcap)
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	stopped := false
+	stop = func() {
+		if stopped {
+			return
+		}
+		stopped = true
+		cmd.Process.Signal(os.Interrupt)
+		cmd.Wait()
+	}
+	ready := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		var all []string
+		for sc.Scan() {
+			all = append(all, sc.Text())
+			if strings.Contains(sc.Text(), "Capturing on") {
+				ready <- ""
+			}
+		}
+		ready <- strings.Join(all, "\n")
+	}()
+	select {
+	case msg := <-ready:
+		if msg != "" {
+			stop()
+			t.Fatalf("dumpcap did not start: %s", msg)
+		}
+	case <-time.After(10 * time.Second):
+		stop()
+		t.Fatal("dumpcap did not start within 10 s")
+	}
+	time.Sleep(300 * time.Millisecond) // the filter is attached after the banner
+	return pcap, stop
 }

@@ -1,14 +1,11 @@
 package engine
 
 import (
-	"bufio"
 	"context"
 	"net"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -36,45 +33,10 @@ func TestCaptureRevFallback(t *testing.T) {
 	addr, _ := rfc5044Responder(t, "close", got)
 	_, port, _ := net.SplitHostPort(addr)
 
-	pcap := filepath.Join(t.TempDir(), "fallback.pcapng")
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, dumpcap, "-q", "-i", "lo", "-f", "tcp port "+port, "-w", pcap)
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	stopped := false
-	stop := func() {
-		if !stopped {
-			stopped = true
-			cmd.Process.Signal(os.Interrupt)
-			cmd.Wait()
-		}
-	}
+	pcap, stop := captureLo(ctx, t, dumpcap, port)
 	defer stop()
-	ready := make(chan bool, 1)
-	go func() {
-		sc := bufio.NewScanner(stderr)
-		for sc.Scan() {
-			if strings.Contains(sc.Text(), "Capturing on") {
-				ready <- true
-			}
-		}
-		ready <- false
-	}()
-	select {
-	case ok := <-ready:
-		if !ok {
-			t.Fatal("dumpcap did not start")
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("dumpcap did not start within 10 s")
-	}
-	time.Sleep(300 * time.Millisecond) // the filter is attached after the banner
 
 	c := newSide(t, 4096, QPAttr{})
 	if err := c.qp.Connect(ctx, addr, ConnParams{PeerToPeer: true}); err != nil {
