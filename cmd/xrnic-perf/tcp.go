@@ -42,17 +42,11 @@ func runTCP(ctx context.Context, p *params, out io.Writer) error {
 		defer c.Close()
 		return tcpServe(c)
 	}
-	d := net.Dialer{Timeout: p.timeout}
-	c, err := d.DialContext(ctx, "tcp", hostPort(p.server, p.port))
-	for start := time.Now(); err != nil && errors.Is(err, syscall.ECONNREFUSED) && time.Since(start) < 5*time.Second; {
-		time.Sleep(50 * time.Millisecond) // the server may still be starting
-		c, err = d.DialContext(ctx, "tcp", hostPort(p.server, p.port))
-	}
+	c, err := dialControl(ctx, p)
 	if err != nil {
 		return err
 	}
 	defer c.Close()
-	go func() { <-ctx.Done(); c.Close() }()
 	if p.duration > 0 {
 		return fmt.Errorf("%s: -D is not supported (use -n)", p.test.name)
 	}
@@ -326,4 +320,21 @@ func tcpPipe(c net.Conn, buf []byte, iters, outs int) (TCPPipeResult, error) {
 		return TCPPipeResult{}, err
 	}
 	return computePipe(len(buf), outs, sent, done), nil
+}
+
+// dialControl connects to the server's kernel TCP port, retrying for 5 s
+// while it is refused (the server may still be starting); the connection
+// closes when ctx ends.
+func dialControl(ctx context.Context, p *params) (net.Conn, error) {
+	d := net.Dialer{Timeout: p.timeout}
+	c, err := d.DialContext(ctx, "tcp", hostPort(p.server, p.port))
+	for start := time.Now(); err != nil && errors.Is(err, syscall.ECONNREFUSED) && time.Since(start) < 5*time.Second; {
+		time.Sleep(50 * time.Millisecond)
+		c, err = d.DialContext(ctx, "tcp", hostPort(p.server, p.port))
+	}
+	if err != nil {
+		return nil, err
+	}
+	go func() { <-ctx.Done(); c.Close() }()
+	return c, nil
 }

@@ -145,21 +145,12 @@ func TestTCPPipeLoopback(t *testing.T) {
 					}
 				}
 			}
-			b, err := os.ReadFile(f)
-			if err != nil {
-				t.Fatal(err)
-			}
-			var doc struct {
-				Info    map[string]any  `json:"test_info"`
-				Results json.RawMessage `json:"results"`
-			}
-			if err := json.Unmarshal(b, &doc); err != nil {
-				t.Fatal(err)
-			}
+			b, doc := readReport(t, f)
 			if doc.Info["Outstand_reads"] != float64(c.outs) || doc.Info["xrnic_test"] != "tcp_lat" {
 				t.Errorf("test_info: %s", b)
 			}
 			var rows []TCPPipeResult
+			var err error
 			if len(c.sizes) == 1 {
 				rows = make([]TCPPipeResult, 1)
 				err = json.Unmarshal(doc.Results, &rows[0])
@@ -233,4 +224,24 @@ func TestTCPPipeAllocs(t *testing.T) {
 	if n > 100 {
 		t.Errorf("%d allocations for %d requests", n, iters)
 	}
+}
+
+// report is the part of an --out_json_file the tests check.
+type report struct {
+	Info    map[string]any  `json:"test_info"`
+	Results json.RawMessage `json:"results"`
+}
+
+// readReport reads and decodes the JSON report at path.
+func readReport(t *testing.T, path string) ([]byte, report) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r report
+	if err := json.Unmarshal(b, &r); err != nil {
+		t.Fatal(err)
+	}
+	return b, r
 }

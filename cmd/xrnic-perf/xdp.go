@@ -10,7 +10,6 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -378,17 +377,11 @@ func runXDP(ctx context.Context, p *params, out io.Writer) error {
 	if p.server == "" {
 		return xdpServe(ctx, p, out, dataPort)
 	}
-	d := net.Dialer{Timeout: p.timeout}
-	c, err := d.DialContext(ctx, "tcp", hostPort(p.server, p.port))
-	for start := time.Now(); err != nil && errors.Is(err, syscall.ECONNREFUSED) && time.Since(start) < 5*time.Second; {
-		time.Sleep(50 * time.Millisecond) // the server may still be starting
-		c, err = d.DialContext(ctx, "tcp", hostPort(p.server, p.port))
-	}
+	c, err := dialControl(ctx, p)
 	if err != nil {
 		return err
 	}
 	defer c.Close()
-	go func() { <-ctx.Done(); c.Close() }()
 	la, ra := c.LocalAddr().(*net.TCPAddr), c.RemoteAddr().(*net.TCPAddr)
 	if la.IP.To4() == nil || ra.IP.To4() == nil {
 		return fmt.Errorf("xdp_lat: %v: IPv4 only", ra)

@@ -109,17 +109,7 @@ func TestXDPLatNetns(t *testing.T) {
 					line = fl
 				}
 			}
-			b, err := os.ReadFile(f)
-			if err != nil {
-				t.Fatal(err)
-			}
-			var doc struct {
-				Info    map[string]any  `json:"test_info"`
-				Results json.RawMessage `json:"results"`
-			}
-			if err := json.Unmarshal(b, &doc); err != nil {
-				t.Fatal(err)
-			}
+			b, doc := readReport(t, f)
 			if doc.Info["xrnic_test"] != "xdp_lat" || doc.Info["test"] != "XDP_Latency_Test" {
 				t.Errorf("test_info: %s", b)
 			}

@@ -28,17 +28,7 @@ import (
 // then travels alone in its segment, which the test checks by counting the
 // FPDUs tshark saw against the engine's own counters.
 func TestCaptureTshark(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("capturing on lo needs root")
-	}
-	tshark, err := wiretest.FindTshark()
-	if err != nil {
-		t.Skip(err)
-	}
-	dumpcap, err := exec.LookPath("dumpcap")
-	if err != nil {
-		t.Skip("dumpcap not found: " + wiretest.InstallHint)
-	}
+	tshark, dumpcap := captureTools(t)
 
 	c, s := newSide(t, 4096, QPAttr{}), newSide(t, 4096, QPAttr{})
 	ln, err := s.dev.Listen("tcp", "127.0.0.1:0")
@@ -186,6 +176,24 @@ func mustU(t *testing.T, s string) uint64 {
 		t.Errorf("field %q: %v", s, err)
 	}
 	return v
+}
+
+// captureTools skips the test unless it can capture on lo (root, dumpcap)
+// and decode (tshark), and returns the two tools' paths.
+func captureTools(t *testing.T) (tshark, dumpcap string) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("capturing on lo needs root")
+	}
+	tshark, err := wiretest.FindTshark()
+	if err != nil {
+		t.Skip(err)
+	}
+	dumpcap, err = exec.LookPath("dumpcap")
+	if err != nil {
+		t.Skip("dumpcap not found: " + wiretest.InstallHint)
+	}
+	return tshark, dumpcap
 }
 
 // captureLo runs dumpcap on lo for TCP port port into a pcapng file under

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"net"
-	"net/netip"
 	"testing"
 	"time"
 
@@ -61,14 +60,7 @@ func TestClosePeerFINAfterSend(t *testing.T) {
 func TestIntegrationXDPClosePeerFIN(t *testing.T) {
 	e := newXDPEnv(t, 0, true)
 	a := e.open(t, e.nsA, e.devA, trAFXDP)
-	var ln *Listener
-	if err := e.in(t, e.nsA, func() (err error) {
-		ln, err = a.Listen("tcp", netip.AddrPortFrom(xdpIPA, 0).String())
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
+	ln := e.listenA(t, a)
 	s := newQPSide(t, a, 1<<16)
 	mustRecv(t, s.qp, RecvWR{ID: 1, SGL: []SGE{s.sge(0, 64)}})
 	mustRecv(t, s.qp, RecvWR{ID: 2, SGL: []SGE{s.sge(64, 64)}})

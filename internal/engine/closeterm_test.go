@@ -3,7 +3,6 @@ package engine
 import (
 	"bytes"
 	"context"
-	"net/netip"
 	"testing"
 	"time"
 
@@ -71,14 +70,7 @@ func TestCloseRightAfterErrorSendsTerminate(t *testing.T) {
 func TestIntegrationXDPCloseRightAfterError(t *testing.T) {
 	e := newXDPEnv(t, 0, true)
 	a := e.open(t, e.nsA, e.devA, trAFXDP)
-	var ln *Listener
-	if err := e.in(t, e.nsA, func() (err error) {
-		ln, err = a.Listen("tcp", netip.AddrPortFrom(xdpIPA, 0).String())
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
+	ln := e.listenA(t, a)
 	for i := range 10 {
 		s := newQPSide(t, a, 1<<16)
 		mustRecv(t, s.qp, RecvWR{ID: 1, SGL: []SGE{s.sge(0, 64)}})

@@ -3,8 +3,6 @@ package engine
 import (
 	"context"
 	"net"
-	"os"
-	"os/exec"
 	"strconv"
 	"testing"
 	"time"
@@ -18,17 +16,7 @@ import (
 // zero-length RDMA Write RTR as one FPDU with a good CRC. Needs root and
 // tshark/dumpcap, as TestCaptureTshark.
 func TestCaptureRevFallback(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("capturing on lo needs root")
-	}
-	tshark, err := wiretest.FindTshark()
-	if err != nil {
-		t.Skip(err)
-	}
-	dumpcap, err := exec.LookPath("dumpcap")
-	if err != nil {
-		t.Skip("dumpcap not found: " + wiretest.InstallHint)
-	}
+	tshark, dumpcap := captureTools(t)
 	got := make(chan [][]byte, 1)
 	addr, _ := rfc5044Responder(t, "close", got)
 	_, port, _ := net.SplitHostPort(addr)

@@ -22,6 +22,13 @@ func rawResponder(t *testing.T, cp ConnParams, cfg Config) (*side, *enginetest.P
 
 // rawResponderBuf is rawResponder with a local buffer of bufLen bytes.
 func rawResponderBuf(t *testing.T, bufLen int, cp ConnParams, cfg Config) (*side, *enginetest.Peer) {
+	return rawResponderWith(t, bufLen, QPAttr{}, cp, cfg, enginetest.Options{})
+}
+
+// rawResponderWith is rawResponder with every knob: the side's buffer and
+// QP attributes, and the raw peer's options (o.RcvBuf sets its socket's
+// receive buffer).
+func rawResponderWith(t *testing.T, bufLen int, attr QPAttr, cp ConnParams, cfg Config, o enginetest.Options) (*side, *enginetest.Peer) {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -35,14 +42,17 @@ func rawResponderBuf(t *testing.T, bufLen int, cp ConnParams, cfg Config) (*side
 			pc <- nil
 			return
 		}
-		p, err := enginetest.Respond(c, enginetest.Options{})
+		if o.RcvBuf > 0 {
+			c.(*net.TCPConn).SetReadBuffer(o.RcvBuf)
+		}
+		p, err := enginetest.Respond(c, o)
 		if err != nil {
 			c.Close()
 			p = nil
 		}
 		pc <- p
 	}()
-	s := newSideConfig(t, bufLen, QPAttr{}, cfg)
+	s := newSideConfig(t, bufLen, attr, cfg)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if err := s.qp.Connect(ctx, ln.Addr().String(), cp); err != nil {

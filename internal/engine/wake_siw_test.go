@@ -1,9 +1,7 @@
 package engine
 
 import (
-	"context"
 	"errors"
-	"net"
 	"os"
 	"testing"
 	"time"
@@ -17,40 +15,7 @@ import (
 // to a raw responder peer with options o.
 func lazyResponder(t *testing.T, attr QPAttr, cfg Config, o enginetest.Options) (*side, *enginetest.Peer) {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	pc := make(chan *enginetest.Peer, 1)
-	go func() {
-		c, err := ln.Accept()
-		if err != nil {
-			pc <- nil
-			return
-		}
-		if o.RcvBuf > 0 {
-			c.(*net.TCPConn).SetReadBuffer(o.RcvBuf)
-		}
-		p, err := enginetest.Respond(c, o)
-		if err != nil {
-			c.Close()
-			p = nil
-		}
-		pc <- p
-	}()
-	s := newSideConfig(t, 4096+8<<20, attr, cfg)
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if err := s.qp.Connect(ctx, ln.Addr().String(), ConnParams{}); err != nil {
-		t.Fatal(err)
-	}
-	p := <-pc
-	if p == nil {
-		t.Fatal("raw responder: MPA exchange failed")
-	}
-	t.Cleanup(func() { p.Close() })
-	return s, p
+	return rawResponderWith(t, 4096+8<<20, attr, ConnParams{}, cfg, o)
 }
 
 // isWake reports whether u is a zero-length RDMA Write to STag 1.

@@ -138,11 +138,8 @@ func (qp *QP) watch(now time.Time, fpduTimeout time.Duration) {
 		if tx := qp.stats.txFPDUs.Load(); tx != w.tx {
 			w.tx, w.txSince = tx, now // we sent something: the peer has its segment
 		} else if now.Sub(w.txSince) >= qp.wakeAfter && qp.canWakeLocked() {
-			qp.rtrPending = rtrWrite
-			qp.wakes.Add(1)
 			w.wakes++
-			w.txSince = now
-			qp.ring()
+			qp.wakeLocked(now)
 		}
 	}
 }
@@ -158,12 +155,18 @@ func (qp *QP) watchFirstLocked(now time.Time) {
 	if tx != w.tx {
 		w.tx, w.txSince = tx, now
 	} else if now.Sub(w.txSince) >= qp.wakeAfter && qp.canWakeLocked() {
-		qp.rtrPending = rtrWrite
-		qp.wakes.Add(1)
 		w.first++
-		w.txSince = now
-		qp.ring()
+		qp.wakeLocked(now)
 	}
+}
+
+// wakeLocked sends the zero-length Write: the RTR Write again, framed at
+// the start of the next build round.
+func (qp *QP) wakeLocked(now time.Time) {
+	qp.rtrPending = rtrWrite
+	qp.wakes.Add(1)
+	qp.wd.txSince = now
+	qp.ring()
 }
 
 // canWakeLocked: the wake may go out now, between messages.

@@ -76,6 +76,21 @@ func (e *xdpEnv) in(t testing.TB, ns string, f func() error) error {
 // xdpOf returns the afxdp transport of a device opened with trAFXDP.
 func xdpOf(d *Device) *afxdp.Transport { return d.Transport().(*afxdp.Transport) }
 
+// listenA listens on a device of namespace A (xdpIPA, any port); the
+// listener closes when the test ends.
+func (e *xdpEnv) listenA(t testing.TB, a *Device) *Listener {
+	t.Helper()
+	var ln *Listener
+	if err := e.in(t, e.nsA, func() (err error) {
+		ln, err = a.Listen("tcp", netip.AddrPortFrom(xdpIPA, 0).String())
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	return ln
+}
+
 func (e *xdpEnv) open(t testing.TB, ns, dev string, transport string) *Device {
 	t.Helper()
 	var d *Device
