@@ -3,7 +3,7 @@ GO       ?= go
 PKGS     ?= ./...
 FUZZTIME ?= 3s
 
-.PHONY: help build bin demo test interop check fmt-check vet staticcheck unit fuzz-short fuzz bench bench-quick microbench soak long clean generate
+.PHONY: help build bin abi demo test interop check fmt-check vet staticcheck unit fuzz-short fuzz bench bench-quick microbench soak long clean generate
 
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -13,6 +13,9 @@ build: ## compile every package and command
 
 bin: ## build xrnicd, xrnicctl and xrnic-perf into bin/
 	$(GO) build -o bin/ ./cmd/xrnicd ./cmd/xrnicctl ./cmd/xrnic-perf
+
+abi: ## the libibverbs.so.1 / librdmacm.so.1 ABI (engine in the process) into bin/lib (docs/VERBS-ABI.md)
+	$(MAKE) -C abi OUT=$(CURDIR)/bin/lib
 
 demo: bin ## the main job: xrnicd on afxdp in a netns pair, a tour and a perf comparison (root; loopback otherwise)
 	bin/xrnic-perf demo
