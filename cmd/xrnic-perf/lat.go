@@ -6,6 +6,8 @@ import (
 	"runtime"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"xrnic/verbs"
 )
 
@@ -33,7 +35,8 @@ func (s *session) runLat(ctx context.Context, size int) (LatResult, uint64, erro
 	now := func() int64 { return int64(time.Since(base)) }
 	outstanding := 0
 	slot := s.recvSlot(0)
-	if p.test.verb == verbWrite && !p.writeImm {
+	rawWrite := p.test.verb == verbWrite && !p.writeImm
+	if rawWrite {
 		clear(slot)
 		src := s.src(0)
 		for j := range src {
@@ -62,8 +65,8 @@ func (s *session) runLat(ctx context.Context, size int) (LatResult, uint64, erro
 			}
 			stamps[i] = t
 		}
-		switch p.test.verb {
-		case verbRead, verbAtomic:
+		switch {
+		case p.test.verb == verbRead || p.test.verb == verbAtomic:
 			s.buildWR(&wr, 0, i, size, true)
 			if err := qp.PostSend(&wr); err != nil {
 				return LatResult{}, 0, fmt.Errorf("post: %w", err)
@@ -87,6 +90,29 @@ func (s *session) runLat(ctx context.Context, size int) (LatResult, uint64, erro
 					verr = fmt.Errorf("%w: FetchAdd %d found 0x%x, want 0x%x", errValidation, i, c.AtomicOrig, expectAtomic(p, uint64(i)))
 				}
 			}
+		case rawWrite:
+			// perftest's run_iter_lat_write: stamp, the marker into
+			// the last byte, post, poll the send CQ until the Write
+			// completes, then poll the last byte of our buffer until
+			// the peer's Write carrying the same marker lands. Both
+			// polls spin and never sleep.
+			s.src(0)[size-1] = marker(i)
+			if err := s.postPing(qp, 0, i, size, rs); err != nil {
+				return LatResult{}, 0, fmt.Errorf("post: %w", err)
+			}
+			if c, err := spinOne(ctx, s.scq, s.wc); err != nil {
+				return LatResult{}, 0, err
+			} else if c.Status != verbs.StatusSuccess {
+				return LatResult{}, 0, fmt.Errorf("write failed: %s (%v)", c.Status, c.Err)
+			}
+			if err := spinByte(ctx, slot, size-1, marker(i)); err != nil {
+				return LatResult{}, 0, err
+			}
+			if p.validate && verr == nil {
+				if j := badPattern(slot[:size-1], 0); j >= 0 {
+					verr = fmt.Errorf("%w: byte %d of write %d is 0x%02x", errValidation, j, i, slot[j])
+				}
+			}
 		default:
 			for outstanding >= 2 {
 				c, err := s.waitOne(ctx, s.scq, s.wc, pl)
@@ -98,59 +124,28 @@ func (s *session) runLat(ctx context.Context, size int) (LatResult, uint64, erro
 				}
 				outstanding--
 			}
-			if p.test.verb == verbWrite && !p.writeImm {
-				s.src(0)[size-1] = marker(i)
-			}
 			if err := s.postPing(qp, 0, i, size, rs); err != nil {
 				return LatResult{}, 0, fmt.Errorf("post: %w", err)
 			}
 			outstanding++
-			if p.test.verb == verbWrite && !p.writeImm {
-				m := marker(i)
-				idle := time.Now()
-				for loadByte(slot, size-1) != m {
-					if err := ctx.Err(); err != nil {
-						return LatResult{}, 0, err
+			c, err := s.waitOne(ctx, s.rcq, s.rwc, pl)
+			if err != nil {
+				return LatResult{}, 0, err
+			}
+			if c.Status != verbs.StatusSuccess {
+				return LatResult{}, 0, fmt.Errorf("receive failed: %s (%v)", c.Status, c.Err)
+			}
+			if p.validate && verr == nil {
+				if p.test.verb == verbSend {
+					if j := badPattern(s.recvBuf(c.ID, int(c.ByteLen)), 0); j >= 0 || int(c.ByteLen) != size {
+						verr = fmt.Errorf("%w: reply %d: byte %d (length %d)", errValidation, i, j, c.ByteLen)
 					}
-					if time.Since(idle) > time.Millisecond {
-						time.Sleep(5 * time.Microsecond)
-					} else {
-						runtime.Gosched()
-					}
-					if c := s.scq.Poll(s.wc); c > 0 {
-						outstanding -= c
-						for _, w := range s.wc[:c] {
-							if w.Status != verbs.StatusSuccess {
-								return LatResult{}, 0, fmt.Errorf("write failed: %s (%v)", w.Status, w.Err)
-							}
-						}
-					}
+				} else if c.Imm != uint64(i) {
+					verr = fmt.Errorf("%w: reply %d carried Immediate Data %d", errValidation, i, c.Imm)
 				}
-				if p.validate && verr == nil {
-					if j := badPattern(slot[:size-1], 0); j >= 0 {
-						verr = fmt.Errorf("%w: byte %d of write %d is 0x%02x", errValidation, j, i, slot[j])
-					}
-				}
-			} else {
-				c, err := s.waitOne(ctx, s.rcq, s.rwc, pl)
-				if err != nil {
-					return LatResult{}, 0, err
-				}
-				if c.Status != verbs.StatusSuccess {
-					return LatResult{}, 0, fmt.Errorf("receive failed: %s (%v)", c.Status, c.Err)
-				}
-				if p.validate && verr == nil {
-					if p.test.verb == verbSend {
-						if j := badPattern(s.recvBuf(c.ID, int(c.ByteLen)), 0); j >= 0 || int(c.ByteLen) != size {
-							verr = fmt.Errorf("%w: reply %d: byte %d (length %d)", errValidation, i, j, c.ByteLen)
-						}
-					} else if c.Imm != uint64(i) {
-						verr = fmt.Errorf("%w: reply %d carried Immediate Data %d", errValidation, i, c.Imm)
-					}
-				}
-				if err := s.repost(c.ID); err != nil {
-					return LatResult{}, 0, err
-				}
+			}
+			if err := s.repost(c.ID); err != nil {
+				return LatResult{}, 0, err
 			}
 		}
 	}
@@ -216,58 +211,63 @@ func (s *session) pong(ctx context.Context, size int) serveResult {
 		return nil
 	}
 	rs := s.remote[0]
+	rawWrite := p.test.verb == verbWrite && !p.writeImm
 	for i := 0; ; i++ {
-		if p.test.verb == verbWrite && !p.writeImm {
-			// perftest's method: poll the last byte of the buffer.
+		if rawWrite {
+			// perftest's run_iter_lat_write, the server's half: poll
+			// the last byte of our buffer until the client's Write
+			// lands, write back with the same marker, poll the send
+			// CQ until that Write completes; no sleep anywhere.
 			slot := s.recvSlot(0)
 			m := marker(i)
-			idle := time.Now()
-			for loadByte(slot, size-1) != m {
-				if ctx.Err() != nil {
-					return res
-				}
-				if time.Since(idle) > time.Millisecond {
-					time.Sleep(5 * time.Microsecond)
-				} else {
-					runtime.Gosched()
-				}
+			if spinByte(ctx, slot, size-1, m) != nil {
+				return res
 			}
 			if p.validate && res.ok {
 				if j := badPattern(slot[:size-1], 0); j >= 0 {
 					res.ok, res.detail = false, uint64(j)
 				}
 			}
-			src := s.src(0)
-			src[size-1] = m
-		} else {
-			idle := time.Now()
-			var c verbs.Completion
-			for {
-				if n := s.rcq.Poll(s.rwc[:1]); n == 1 {
-					c = s.rwc[0]
-					break
-				}
-				if err := pl.wait(ctx, s.rcq, idle); err != nil {
-					return res
-				}
-			}
-			if c.Status != verbs.StatusSuccess {
-				if ctx.Err() != nil {
-					return res
-				}
-				return serveResult{err: fmt.Errorf("receive failed: %s (%v)", c.Status, c.Err)}
-			}
-			if p.validate && res.ok && p.test.verb == verbSend {
-				if j := badPattern(s.recvBuf(c.ID, int(c.ByteLen)), 0); j >= 0 || int(c.ByteLen) != size {
-					res.ok, res.detail = false, uint64(j)
-				}
-			}
-			if p.validate && res.ok && c.Imm != uint64(i) && (p.test.verb == verbImm || p.writeImm) {
-				res.ok, res.detail = false, c.Imm
-			}
-			if err := s.repost(c.ID); err != nil {
+			s.src(0)[size-1] = m
+			if err := s.postPing(qp, 0, i, size, rs); err != nil {
 				return serveResult{err: err}
 			}
+			c, err := spinOne(ctx, s.scq, s.wc)
+			if err != nil {
+				return res
+			}
+			if c.Status != verbs.StatusSuccess {
+				return serveResult{err: fmt.Errorf("reply failed: %s (%v)", c.Status, c.Err)}
+			}
+			continue
+		}
+		idle := time.Now()
+		var c verbs.Completion
+		for {
+			if n := s.rcq.Poll(s.rwc[:1]); n == 1 {
+				c = s.rwc[0]
+				break
+			}
+			if err := pl.wait(ctx, s.rcq, idle); err != nil {
+				return res
+			}
+		}
+		if c.Status != verbs.StatusSuccess {
+			if ctx.Err() != nil {
+				return res
+			}
+			return serveResult{err: fmt.Errorf("receive failed: %s (%v)", c.Status, c.Err)}
+		}
+		if p.validate && res.ok && p.test.verb == verbSend {
+			if j := badPattern(s.recvBuf(c.ID, int(c.ByteLen)), 0); j >= 0 || int(c.ByteLen) != size {
+				res.ok, res.detail = false, uint64(j)
+			}
+		}
+		if p.validate && res.ok && c.Imm != uint64(i) && (p.test.verb == verbImm || p.writeImm) {
+			res.ok, res.detail = false, c.Imm
+		}
+		if err := s.repost(c.ID); err != nil {
+			return serveResult{err: err}
 		}
 		if err := drain(*outstanding >= 2); err != nil {
 			return serveResult{err: err}
@@ -277,4 +277,49 @@ func (s *session) pong(ctx context.Context, size int) serveResult {
 		}
 		*outstanding++
 	}
+}
+
+// spinOne busy-polls cq for one completion (perftest's do { ibv_poll_cq }
+// while (ne == 0)): it never sleeps; it yields the processor between
+// polls, so the engine's goroutines run on a small host.
+func spinOne(ctx context.Context, cq *verbs.CQ, wc []verbs.Completion) (verbs.Completion, error) {
+	for n := 1; ; n++ {
+		if cq.Poll(wc[:1]) == 1 {
+			return wc[0], nil
+		}
+		spinYield()
+		if n%spinCheck == 0 {
+			if err := ctx.Err(); err != nil {
+				return verbs.Completion{}, err
+			}
+		}
+	}
+}
+
+// spinByte busy-polls b[i] until it holds m (perftest's poll of the last
+// byte of the buffer), yielding between polls, never sleeping.
+func spinByte(ctx context.Context, b []byte, i int, m byte) error {
+	for n := 1; loadByte(b, i) != m; n++ {
+		spinYield()
+		if n%spinCheck == 0 {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// spinCheck: the spins look at ctx every spinCheck polls.
+const spinCheck = 256
+
+// spinYield is one pause of a spin: it lets the other goroutines of this
+// process run (runtime.Gosched) and the other threads of this CPU
+// (sched_yield). On a host where the engine's goroutines, the kernel's
+// network processing and the peer share a few cores, a spinner that does
+// not give the CPU to the OS keeps the thread that would deliver what it
+// waits for off the CPU for a scheduler slice (milliseconds).
+func spinYield() {
+	runtime.Gosched()
+	unix.Syscall(unix.SYS_SCHED_YIELD, 0, 0, 0)
 }
