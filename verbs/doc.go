@@ -54,7 +54,13 @@
 //	Local Invalidate                     OpLocalInv
 //
 // Immediate Data is 64 bits (RFC 7306), not the 32 of InfiniBand; it
-// consumes a posted receive of at least 8 bytes. An atomic's original
+// consumes a posted receive: one of at least 8 bytes gets the value placed,
+// one with no buffer (an empty SGL, as InfiniBand applications post for
+// Write with Immediate) has it in the completion only (ByteLen 0 for
+// Immediate Data alone); 1 to 7 bytes complete with StatusLocLenErr and a
+// Terminate. QP.Done tells when a connection has ended (the peer's
+// orderly close or an error); QP.ToError ends it (ibv_modify_qp to
+// IBV_QPS_ERR). An atomic's original
 // value lands in its WR's 8-byte local buffer (host byte order) and in
 // Completion.AtomicOrig. QP.ProbeAtomics tells whether a peer supports the
 // RFC 7306 extensions (a FetchAdd of 0).

@@ -299,6 +299,8 @@ func (q *kernelQP) wakes() uint64       { return q.qp.Wakes() }
 
 func (q *kernelQP) disconnect(ctx context.Context) error { return mapErr(q.qp.Disconnect(ctx)) }
 func (q *kernelQP) close() error                         { return mapErr(q.qp.Close()) }
+func (q *kernelQP) done() <-chan struct{}                { return q.qp.Done() }
+func (q *kernelQP) toError()                             { q.qp.ToError() }
 
 // connection management
 

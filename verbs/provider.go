@@ -75,6 +75,8 @@ type qpImpl interface {
 	peerTerminate() *term.Error
 	stats() Stats
 	disconnect(ctx context.Context) error
+	done() <-chan struct{}
+	toError()
 	close() error
 }
 

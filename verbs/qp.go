@@ -105,6 +105,18 @@ func (qp *QP) Err() error { return qp.q.err() }
 // Disconnect, Close, or 200 ms with nothing to send) and goes to QPError.
 func (qp *QP) Disconnected() error { return qp.q.disconnected() }
 
+// Done returns a channel closed when the QP's connection has ended: the
+// peer closed it in order (Disconnected), or the QP went to error (Err
+// says whether an error did it), was moved there (ToError) or closed. A
+// front end waits on it to report RDMA_CM_EVENT_DISCONNECTED or an
+// asynchronous error event.
+func (qp *QP) Done() <-chan struct{} { return qp.q.done() }
+
+// ToError moves the QP to error (ibv_modify_qp to IBV_QPS_ERR): every
+// outstanding WR completes flushed and the connection ends without a
+// Terminate; Err stays nil.
+func (qp *QP) ToError() { qp.q.toError() }
+
 // Wakes returns how many zero-length Writes the QP sent to wake a peer
 // that left a Read or Atomic unanswered (see QPAttr.WakeAfter).
 func (qp *QP) Wakes() uint64 { return qp.q.wakes() }

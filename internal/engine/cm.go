@@ -200,6 +200,7 @@ func (qp *QP) failConnect(llp LLP, err error) error {
 	llp.Close()
 	qp.mu.Lock()
 	qp.state = QPError
+	qp.endLocked()
 	qp.flushLocked()
 	qp.mu.Unlock()
 	return err
@@ -240,6 +241,7 @@ func (qp *QP) Connect(ctx context.Context, addr string, p ConnParams) error {
 func (qp *QP) failDial() {
 	qp.mu.Lock()
 	qp.state = QPError
+	qp.endLocked()
 	qp.flushLocked()
 	qp.mu.Unlock()
 }

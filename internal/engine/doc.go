@@ -59,8 +59,9 @@
 // checks (STag, TO and length equal the request); Atomic Responses (QN 3)
 // are matched by MSN with the Request Identifier (we send the request's QN 1
 // MSN) as cross-check, the original value is written to the WR's 8-byte
-// buffer in host order and put in the completion. Immediate Data needs a
-// receive buffer of at least 8 bytes (it is placed there, RFC 7306 §6); it
+// buffer in host order and put in the completion. Immediate Data is placed in a
+// receive buffer of at least 8 bytes (RFC 7306 §6), or only reported in
+// the completion of a receive with no buffer (1..7 bytes are too short); it
 // completes as OpRecvWriteImm with the Write's length when the peer's
 // previous message on its SQ stream was an RDMA Write. Send with Invalidate
 // invalidates through mem.Table.RemoteInvalidate after placement.

@@ -189,6 +189,10 @@ type QP struct {
 	// Terminate (if any) written and the LLP half-closed, or tx stopped.
 	txEnded  chan struct{}
 	txEndSet bool // owned by runTx
+	// ended is closed (endLocked) when the connection ends: the peer's
+	// orderly close, or the QP going to error for any reason (Done).
+	ended    chan struct{}
+	endedSet bool
 	wg       sync.WaitGroup
 	closing  atomic.Bool
 	// fpduEnds, with an inline LLP, records where each FPDU that seal
@@ -249,6 +253,7 @@ func (d *Device) CreateQP(a QPAttr) (*QP, error) {
 		ordQ: make([]uint32, a.MaxORD+1), irdQ: make([]irdEntry, a.MaxIRD+1),
 		sendMSN: 1, reqMSN: 1, atomRespMSN: 1, recvMSN: 1, inReqMSN: 1, atomRespExp: 1,
 		doorbell: make(chan struct{}, 1), stop: make(chan struct{}), rxExit: make(chan struct{}), txEnded: make(chan struct{}),
+		ended: make(chan struct{}),
 	}
 	qp.rq = qp.rq[:a.RQDepth]
 	qp.stats.init()
@@ -600,6 +605,7 @@ func (qp *QP) flushORDLocked() {
 // complete is flushed, the rest stays.
 func (qp *QP) peerClosedLocked() {
 	qp.peerFIN = true
+	qp.endLocked()
 	// A responder waits for the first FPDU before it sends (RFC 5044
 	// §7.1.2 rule 4); the FIN, after the initiator's Request, does as well.
 	qp.txOpen = true
@@ -619,9 +625,33 @@ func (qp *QP) endPeerClosed() {
 	qp.mu.Lock()
 	if qp.state == QPRTS || qp.state == QPClosing {
 		qp.state = QPError
+		qp.endLocked()
 		qp.flushLocked()
 		qp.ring()
 	}
+	qp.mu.Unlock()
+}
+
+// endLocked closes the Done channel, once.
+func (qp *QP) endLocked() {
+	if !qp.endedSet {
+		qp.endedSet = true
+		close(qp.ended)
+	}
+}
+
+// Done returns a channel closed when the QP's connection has ended: the
+// peer closed it in order (Disconnected), or the QP went to error (Err
+// tells whether an error did it), was moved there (ToError) or closed.
+// Front ends wait on it to report a disconnect or an asynchronous error.
+func (qp *QP) Done() <-chan struct{} { return qp.ended }
+
+// ToError moves the QP to error (ibv_modify_qp to IBV_QPS_ERR): every
+// outstanding WR is flushed and the stream ends without a Terminate. Err
+// stays nil: it was asked for.
+func (qp *QP) ToError() {
+	qp.mu.Lock()
+	qp.fatalLocked(nil, nil, false)
 	qp.mu.Unlock()
 }
 
@@ -635,6 +665,7 @@ func (qp *QP) fatalLocked(e *term.Error, offending []byte, sendTerm bool) {
 	}
 	qp.state = QPError
 	qp.firstErr = e
+	qp.endLocked()
 	if sendTerm && e != nil && !qp.txDone && qp.llp != nil {
 		n, err := putTerminate(qp.termULPDU[:], e, offending)
 		if err == nil {
@@ -682,6 +713,7 @@ func (qp *QP) Close() error {
 	if qp.state != QPError {
 		qp.state = QPError
 	}
+	qp.endLocked()
 	qp.flushLocked()
 	llp := qp.llp
 	qp.mu.Unlock()

@@ -362,7 +362,10 @@ func (qp *QP) rxSend(seg ddp.Segment, op rdmap.OpCode, pl []byte) *term.Error {
 }
 
 // rxImmediate delivers Immediate Data (RFC 7306 §6): it consumes a receive
-// WR, whose buffer gets the 8 bytes, and completes it with the value.
+// WR, whose buffer gets the 8 bytes, and completes it with the value. A
+// receive with no buffer (empty SGL or 0 bytes, what InfiniBand-style
+// applications post for Write with Immediate) takes the value in the
+// completion only; 1 to 7 bytes are too short.
 func (qp *QP) rxImmediate(seg ddp.Segment, op rdmap.OpCode, pl []byte) *term.Error {
 	u := seg.Untagged()
 	if qp.rqHead == qp.rqTail {
@@ -372,15 +375,17 @@ func (qp *QP) rxImmediate(seg ddp.Segment, op rdmap.OpCode, pl []byte) *term.Err
 		return term.DDPUntaggedMSNRange
 	}
 	r, sgl := qp.rqSlot(qp.rqHead)
-	if r.length < rdmap.ImmediateLen {
+	c := Completion{Op: OpRecvImm, ByteLen: rdmap.ImmediateLen, Flags: WCWithImm, Imm: binary.BigEndian.Uint64(pl)}
+	switch {
+	case r.length == 0:
+		c.ByteLen = 0
+	case r.length < rdmap.ImmediateLen:
 		qp.failRecvHead(StatusLocLenErr, term.DDPUntaggedTooLong)
 		return term.DDPUntaggedTooLong
-	}
-	if !qp.scatter(pl, sgl[:r.nsge], 0) {
+	case !qp.scatter(pl, sgl[:r.nsge], 0):
 		qp.failRecvHead(StatusLocProtErr, term.RDMAPLocalCatastrophic)
 		return term.RDMAPLocalCatastrophic
 	}
-	c := Completion{Op: OpRecvImm, ByteLen: rdmap.ImmediateLen, Flags: WCWithImm, Imm: binary.BigEndian.Uint64(pl)}
 	if qp.prevWrite {
 		// RDMA Write followed by Immediate Data: the Write is placed.
 		c.Op = OpRecvWriteImm
