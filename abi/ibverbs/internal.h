@@ -1,0 +1,125 @@
+/*
+ * internal.h: the wrapper objects of libibverbs.so.1 on xrnic. Every
+ * object embeds the rdma-core struct first (the context: a whole
+ * struct verbs_context) and keeps the engine handle behind it, so the
+ * ops reach the handle with container_of and nothing else.
+ */
+#ifndef XRNIC_IBVERBS_INTERNAL_H
+#define XRNIC_IBVERBS_INTERNAL_H
+
+#include <errno.h>
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <infiniband/verbs.h>
+
+#include "xrnic_engine.h"
+#include "xrnic_private.h"
+
+#define EXPORT __attribute__((visibility("default")))
+/* A second, older version of an exported name (name@node, not default). */
+#define COMPAT_SYMVER(impl, name, node) \
+	__asm__(".symver " #impl "," #name "@" #node)
+
+#define container_of(ptr, type, member) \
+	((type *)((char *)(ptr) - offsetof(type, member)))
+
+/* Magic words: cheap detection of garbage pointers handed to us. */
+enum {
+	XCTX_MAGIC = 0x78637478, /* "xctx" */
+	XPD_MAGIC = 0x78706478,
+	XMR_MAGIC = 0x786d7278,
+	XCQ_MAGIC = 0x78637178,
+	XQP_MAGIC = 0x78717078,
+	XCH_MAGIC = 0x78636878,
+};
+
+struct xctx {
+	struct verbs_context vctx; /* ends with struct ibv_context */
+	uint32_t magic;
+	uint64_t async_ch;
+	struct xrnic_device_attr attr; /* as of open */
+};
+
+struct xpd {
+	struct ibv_pd pd;
+	uint32_t magic;
+	uint64_t h;
+};
+
+struct xmr {
+	struct ibv_mr mr;
+	uint32_t magic;
+	uint64_t h;
+};
+
+struct xchan {
+	struct ibv_comp_channel ch;
+	uint32_t magic;
+	uint64_t h;
+	pthread_mutex_t lock;	/* guards cqs */
+	struct xcq *cqs;	/* live CQs on this channel */
+};
+
+struct xcq {
+	struct ibv_cq cq;
+	uint32_t magic;
+	uint64_t h;
+	struct xcq *next;		/* on its channel's list */
+	uint32_t comp_events_reported;	/* under cq.mutex */
+};
+
+struct xqp {
+	struct ibv_qp qp;
+	uint32_t magic;
+	uint64_t h;
+	struct ibv_qp_cap cap;
+	int sq_sig_all;
+	int access;		/* as set by ibv_modify_qp */
+	uint8_t max_rd_atomic, max_dest_rd_atomic;
+	uint32_t events_reported; /* under qp.mutex */
+};
+
+static inline struct xctx *to_xctx(struct ibv_context *c)
+{
+	struct xctx *x;
+
+	if (!c || c->abi_compat != __VERBS_ABI_IS_EXTENDED)
+		return NULL;
+	x = container_of(c, struct xctx, vctx.context);
+	return x->magic == XCTX_MAGIC ? x : NULL;
+}
+
+#define XTO(fn, T, M, ib, field)                                  \
+	static inline struct T *fn(ib *p)                          \
+	{                                                          \
+		struct T *x;                                       \
+		if (!p)                                            \
+			return NULL;                               \
+		x = container_of(p, struct T, field);              \
+		return x->magic == M ? x : NULL;                   \
+	}
+XTO(to_xpd, xpd, XPD_MAGIC, struct ibv_pd, pd)
+XTO(to_xmr, xmr, XMR_MAGIC, struct ibv_mr, mr)
+XTO(to_xcq, xcq, XCQ_MAGIC, struct ibv_cq, cq)
+XTO(to_xqp, xqp, XQP_MAGIC, struct ibv_qp, qp)
+XTO(to_xchan, xchan, XCH_MAGIC, struct ibv_comp_channel, ch)
+#undef XTO
+
+/* device.c */
+extern struct ibv_device xrnic_device;
+int xrnic_ibv_attr(struct xrnic_device_attr *attr);
+void xrnic_ibv_gid(const struct xrnic_device_attr *a, union ibv_gid *gid);
+/* verbs.c: the ops installed in every context */
+void xrnic_ibv_set_ops(struct xctx *x);
+/* stubs.c: ops that answer EOPNOTSUPP */
+void xrnic_ibv_set_stub_ops(struct ibv_context_ops *ops);
+/* wc.c checks layouts; post.c */
+int xrnic_ibv_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr,
+			struct ibv_send_wr **bad_wr);
+int xrnic_ibv_post_recv(struct ibv_qp *qp, struct ibv_recv_wr *wr,
+			struct ibv_recv_wr **bad_wr);
+int xrnic_ibv_poll_cq(struct ibv_cq *cq, int n, struct ibv_wc *wc);
+int xrnic_ibv_req_notify_cq(struct ibv_cq *cq, int solicited_only);
+
+#endif

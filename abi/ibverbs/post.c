@@ -1,0 +1,268 @@
+/*
+ * post.c: the fast path. Post converts ibv WR lists into xrnic WR arrays
+ * on the stack, a chunk at a time, and makes one engine call per chunk;
+ * poll hands the application's ibv_wc array to the engine as it is.
+ * No malloc, no lock, no system call.
+ */
+#include <arpa/inet.h>
+#include <string.h>
+
+#include "internal.h"
+
+/* ---- layouts and values the engine shares with rdma-core ------------ */
+
+#define SAME_FIELD(a, b, f)                                              \
+	_Static_assert(offsetof(struct a, f) == offsetof(struct b, f) &&   \
+			       sizeof(((struct a *)0)->f) ==               \
+				       sizeof(((struct b *)0)->f),         \
+		       #a "." #f " differs from " #b)
+
+_Static_assert(sizeof(struct xrnic_wc) == sizeof(struct ibv_wc), "wc size");
+SAME_FIELD(xrnic_wc, ibv_wc, wr_id);
+SAME_FIELD(xrnic_wc, ibv_wc, status);
+SAME_FIELD(xrnic_wc, ibv_wc, opcode);
+SAME_FIELD(xrnic_wc, ibv_wc, vendor_err);
+SAME_FIELD(xrnic_wc, ibv_wc, byte_len);
+SAME_FIELD(xrnic_wc, ibv_wc, imm_data);
+SAME_FIELD(xrnic_wc, ibv_wc, qp_num);
+SAME_FIELD(xrnic_wc, ibv_wc, src_qp);
+SAME_FIELD(xrnic_wc, ibv_wc, wc_flags);
+SAME_FIELD(xrnic_wc, ibv_wc, pkey_index);
+SAME_FIELD(xrnic_wc, ibv_wc, slid);
+SAME_FIELD(xrnic_wc, ibv_wc, sl);
+SAME_FIELD(xrnic_wc, ibv_wc, dlid_path_bits);
+_Static_assert(sizeof(struct xrnic_sge) == sizeof(struct ibv_sge), "sge");
+SAME_FIELD(xrnic_sge, ibv_sge, addr);
+SAME_FIELD(xrnic_sge, ibv_sge, length);
+SAME_FIELD(xrnic_sge, ibv_sge, lkey);
+
+/* The rdma-core values the engine writes or reads as numbers. */
+_Static_assert(IBV_WC_SUCCESS == 0 && IBV_WC_LOC_LEN_ERR == 1 &&
+		       IBV_WC_LOC_QP_OP_ERR == 2 && IBV_WC_LOC_PROT_ERR == 4 &&
+		       IBV_WC_WR_FLUSH_ERR == 5 && IBV_WC_BAD_RESP_ERR == 7 &&
+		       IBV_WC_LOC_ACCESS_ERR == 8 &&
+		       IBV_WC_REM_INV_REQ_ERR == 9 &&
+		       IBV_WC_REM_ACCESS_ERR == 10 && IBV_WC_REM_OP_ERR == 11 &&
+		       IBV_WC_RETRY_EXC_ERR == 12 &&
+		       IBV_WC_RNR_RETRY_EXC_ERR == 13 &&
+		       IBV_WC_REM_ABORT_ERR == 16 && IBV_WC_FATAL_ERR == 19 &&
+		       IBV_WC_RESP_TIMEOUT_ERR == 20 &&
+		       IBV_WC_GENERAL_ERR == 21,
+	       "ibv_wc_status");
+_Static_assert(IBV_WC_SEND == 0 && IBV_WC_RDMA_WRITE == 1 &&
+		       IBV_WC_RDMA_READ == 2 && IBV_WC_COMP_SWAP == 3 &&
+		       IBV_WC_FETCH_ADD == 4 && IBV_WC_BIND_MW == 5 &&
+		       IBV_WC_LOCAL_INV == 6 && IBV_WC_RECV == 128 &&
+		       IBV_WC_RECV_RDMA_WITH_IMM == 129,
+	       "ibv_wc_opcode");
+_Static_assert(IBV_WC_GRH == 1 && IBV_WC_WITH_IMM == 2 &&
+		       IBV_WC_WITH_INV == 8,
+	       "ibv_wc_flags");
+_Static_assert(IBV_QPS_RESET == 0 && IBV_QPS_INIT == 1 && IBV_QPS_RTR == 2 &&
+		       IBV_QPS_RTS == 3 && IBV_QPS_SQD == 4 &&
+		       IBV_QPS_SQE == 5 && IBV_QPS_ERR == 6,
+	       "ibv_qp_state");
+_Static_assert(IBV_EVENT_CQ_ERR == 0 && IBV_EVENT_QP_FATAL == 1 &&
+		       IBV_EVENT_QP_REQ_ERR == 2 &&
+		       IBV_EVENT_QP_ACCESS_ERR == 3 &&
+		       IBV_EVENT_COMM_EST == 4 && IBV_EVENT_SQ_DRAINED == 5 &&
+		       IBV_EVENT_PORT_ACTIVE == 9 && IBV_EVENT_PORT_ERR == 10 &&
+		       IBV_EVENT_QP_LAST_WQE_REACHED == 16 &&
+		       IBV_EVENT_DEVICE_FATAL == 8,
+	       "ibv_event_type");
+_Static_assert(IBV_ACCESS_LOCAL_WRITE == 1 && IBV_ACCESS_REMOTE_WRITE == 2 &&
+		       IBV_ACCESS_REMOTE_READ == 4 &&
+		       IBV_ACCESS_REMOTE_ATOMIC == 8 &&
+		       IBV_ACCESS_MW_BIND == 16 && IBV_ACCESS_ZERO_BASED == 32,
+	       "IBV_ACCESS_*");
+_Static_assert(IBV_PORT_DOWN == 1 && IBV_PORT_ACTIVE == 4, "port state");
+_Static_assert(IBV_MTU_256 == 1 && IBV_MTU_4096 == 5, "ibv_mtu");
+_Static_assert(IBV_ATOMIC_GLOB == 2, "ibv_atomic_cap");
+
+/* ---- post -------------------------------------------------------------- */
+
+enum { CHUNK = 32 };
+
+#define KNOWN_SEND_FLAGS \
+	(IBV_SEND_FENCE | IBV_SEND_SIGNALED | IBV_SEND_SOLICITED | IBV_SEND_INLINE)
+_Static_assert(KNOWN_SEND_FLAGS == 15, "send flags are the low 4 bits");
+
+/* IBV_SEND_* (FENCE 1, SIGNALED 2, SOLICITED 4, INLINE 8) to XRNIC_SEND_*. */
+static const uint8_t send_flags[16] = {
+#define F(v)                                                                \
+	(((v) & IBV_SEND_FENCE ? XRNIC_SEND_FENCE : 0) |                     \
+	 ((v) & IBV_SEND_SIGNALED ? XRNIC_SEND_SIGNALED : 0) |               \
+	 ((v) & IBV_SEND_SOLICITED ? XRNIC_SEND_SOLICITED : 0) |             \
+	 ((v) & IBV_SEND_INLINE ? XRNIC_SEND_INLINE : 0))
+	F(0), F(1), F(2), F(3), F(4), F(5), F(6), F(7),
+	F(8), F(9), F(10), F(11), F(12), F(13), F(14), F(15),
+#undef F
+};
+
+static inline int conv_send(const struct ibv_send_wr *s,
+			    struct xrnic_send_wr *w)
+{
+	if (s->num_sge < 0 || (s->num_sge && !s->sg_list) ||
+	    (s->send_flags & ~(unsigned int)KNOWN_SEND_FLAGS))
+		return EINVAL;
+	*w = (struct xrnic_send_wr){
+		.wr_id = s->wr_id,
+		.flags = send_flags[s->send_flags & 15],
+		.sg_list = (const struct xrnic_sge *)s->sg_list,
+		.num_sge = s->num_sge,
+	};
+	switch (s->opcode) {
+	case IBV_WR_RDMA_WRITE_WITH_IMM:
+		w->imm = (uint64_t)ntohl(s->imm_data);
+		w->opcode = XRNIC_WR_WRITE_WITH_IMM;
+		w->rkey = s->wr.rdma.rkey;
+		w->remote_addr = s->wr.rdma.remote_addr;
+		return 0;
+	case IBV_WR_RDMA_WRITE:
+		w->opcode = XRNIC_WR_WRITE;
+		w->rkey = s->wr.rdma.rkey;
+		w->remote_addr = s->wr.rdma.remote_addr;
+		return 0;
+	case IBV_WR_RDMA_READ:
+		w->opcode = XRNIC_WR_READ;
+		w->rkey = s->wr.rdma.rkey;
+		w->remote_addr = s->wr.rdma.remote_addr;
+		return 0;
+	case IBV_WR_SEND:
+		w->opcode = XRNIC_WR_SEND;
+		return 0;
+	case IBV_WR_SEND_WITH_INV:
+		w->opcode = XRNIC_WR_SEND_WITH_INV;
+		w->invalidate_rkey = s->invalidate_rkey;
+		return 0;
+	case IBV_WR_ATOMIC_FETCH_AND_ADD:
+		w->opcode = XRNIC_WR_FETCH_ADD;
+		w->rkey = s->wr.atomic.rkey;
+		w->remote_addr = s->wr.atomic.remote_addr;
+		w->compare_add = s->wr.atomic.compare_add;
+		return 0; /* add_mask 0: a plain add */
+	case IBV_WR_ATOMIC_CMP_AND_SWP:
+		w->opcode = XRNIC_WR_CMP_SWAP;
+		w->rkey = s->wr.atomic.rkey;
+		w->remote_addr = s->wr.atomic.remote_addr;
+		w->compare_add = s->wr.atomic.compare_add;
+		w->swap = s->wr.atomic.swap;
+		w->compare_mask = ~(uint64_t)0;
+		w->swap_mask = ~(uint64_t)0;
+		return 0;
+	case IBV_WR_LOCAL_INV:
+		w->opcode = XRNIC_WR_LOCAL_INV;
+		w->invalidate_rkey = s->invalidate_rkey;
+		return 0;
+	default:
+		/* IBV_WR_SEND_WITH_IMM: iWARP (RFC 7306) has no Send with
+		   Immediate; others (MW bind, TSO, ...) xrnic lacks. */
+		return EINVAL;
+	}
+}
+
+int xrnic_ibv_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr,
+			struct ibv_send_wr **bad_wr)
+{
+	struct xrnic_send_wr w[CHUNK];
+	struct ibv_send_wr *src[CHUNK];
+	struct xqp *x = to_xqp(qp);
+	int n, err, posted, e;
+
+	if (!x) {
+		if (bad_wr)
+			*bad_wr = wr;
+		return EINVAL;
+	}
+	while (wr) {
+		for (n = 0, err = 0; wr && n < CHUNK; wr = wr->next) {
+			err = conv_send(wr, &w[n]);
+			if (err)
+				break;
+			src[n++] = wr;
+		}
+		if (n) {
+			posted = 0;
+			e = xrnic_post_send(x->h, w, n, &posted);
+			if (e) {
+				if (bad_wr)
+					*bad_wr = src[posted >= 0 && posted < n
+							      ? posted
+							      : 0];
+				return e;
+			}
+		}
+		if (err) {
+			if (bad_wr)
+				*bad_wr = wr;
+			return err;
+		}
+	}
+	return 0;
+}
+
+int xrnic_ibv_post_recv(struct ibv_qp *qp, struct ibv_recv_wr *wr,
+			struct ibv_recv_wr **bad_wr)
+{
+	struct xrnic_recv_wr w[CHUNK];
+	struct ibv_recv_wr *src[CHUNK];
+	struct xqp *x = to_xqp(qp);
+	int n, err, posted, e;
+
+	if (!x) {
+		if (bad_wr)
+			*bad_wr = wr;
+		return EINVAL;
+	}
+	while (wr) {
+		for (n = 0, err = 0; wr && n < CHUNK; wr = wr->next) {
+			if (wr->num_sge < 0 || (wr->num_sge && !wr->sg_list)) {
+				err = EINVAL;
+				break;
+			}
+			w[n] = (struct xrnic_recv_wr){
+				.wr_id = wr->wr_id,
+				.sg_list = (const struct xrnic_sge *)wr->sg_list,
+				.num_sge = wr->num_sge,
+			};
+			src[n++] = wr;
+		}
+		if (n) {
+			posted = 0;
+			e = xrnic_post_recv(x->h, w, n, &posted);
+			if (e) {
+				if (bad_wr)
+					*bad_wr = src[posted >= 0 && posted < n
+							      ? posted
+							      : 0];
+				return e;
+			}
+		}
+		if (err) {
+			if (bad_wr)
+				*bad_wr = wr;
+			return err;
+		}
+	}
+	return 0;
+}
+
+/* ---- poll and notify ------------------------------------------------------ */
+
+int xrnic_ibv_poll_cq(struct ibv_cq *cq, int n, struct ibv_wc *wc)
+{
+	struct xcq *x = to_xcq(cq);
+
+	if (!x || n < 0 || (n && !wc))
+		return -EINVAL;
+	return xrnic_poll_cq(x->h, n, (struct xrnic_wc *)wc);
+}
+
+int xrnic_ibv_req_notify_cq(struct ibv_cq *cq, int solicited_only)
+{
+	struct xcq *x = to_xcq(cq);
+
+	if (!x)
+		return EINVAL;
+	return xrnic_req_notify_cq(x->h, solicited_only != 0);
+}
