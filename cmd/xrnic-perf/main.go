@@ -20,7 +20,9 @@
 // InfiniBand).
 //
 // The same binary carries the kernel TCP baseline (tcp_bw, tcp_lat, in
-// tcp.go) and the raw AF_XDP frame ping-pong (xdp_lat, in xdp.go), and dispatches two orchestration commands to internal/perfsuite:
+// tcp.go), the raw AF_XDP frame ping-pong (xdp_lat, in xdp.go) and
+// stream (xdp_bw, in xdpbw.go), and dispatches two orchestration commands
+// to internal/perfsuite:
 // the guided tour behind `make demo` (demo) and the sweep behind
 // `make bench` (bench). They run this binary as separate processes.
 //
@@ -84,7 +86,7 @@ func run(ctx context.Context, p *params, out io.Writer) error {
 	if p.test.name == "tcp_bw" || p.test.name == "tcp_lat" {
 		return runTCP(ctx, p, out)
 	}
-	if p.test.name == "xdp_lat" {
+	if p.test.name == "xdp_lat" || p.test.name == "xdp_bw" {
 		return runXDP(ctx, p, out)
 	}
 	if p.server != "" {

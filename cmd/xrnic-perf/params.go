@@ -124,6 +124,9 @@ TEST is one of write_bw write_lat read_bw read_lat send_bw send_lat atomic_bw at
 Both sides take the same options (as in perftest). Other commands:
   xrnic-perf tcp_bw|tcp_lat [options] [SERVER]   kernel TCP baseline (a stream / a ping-pong; tcp_lat -o N: N requests in flight)
   xrnic-perf xdp_lat --iface IF [options] [SERVER] raw AF_XDP frame ping-pong, no TCP or iWARP (root; -o N: N frames in flight)
+  xrnic-perf xdp_bw --iface IF [-s SIZE] [-n N] [-D SECS] [SERVER]
+                                                 raw AF_XDP stream of full-size frames (root; -s defaults to the MTU's
+                                                 payload, multi-buffer above a 4 KiB chunk; -n frames, default 1000000)
   xrnic-perf demo [--quick]                      the guided tour (make demo)
   xrnic-perf bench [--out DIR] [--quick]         the full sweep (make bench)
 Options:
@@ -426,11 +429,11 @@ func parseParams(args []string, out io.Writer) (*params, error) {
 		return nil, errUsage
 	}
 	t, ok := lookupTest(pos[0])
-	if !ok && pos[0] != "tcp_bw" && pos[0] != "tcp_lat" && pos[0] != "xdp_lat" {
-		return nil, fmt.Errorf("unknown test %q (want one of %s, tcp_bw, tcp_lat, xdp_lat)", pos[0], testNames())
+	if !ok && pos[0] != "tcp_bw" && pos[0] != "tcp_lat" && pos[0] != "xdp_lat" && pos[0] != "xdp_bw" {
+		return nil, fmt.Errorf("unknown test %q (want one of %s, tcp_bw, tcp_lat, xdp_lat, xdp_bw)", pos[0], testNames())
 	}
 	if !ok {
-		t = testKind{name: pos[0], verb: verbSend, bw: pos[0] == "tcp_bw"}
+		t = testKind{name: pos[0], verb: verbSend, bw: pos[0] == "tcp_bw" || pos[0] == "xdp_bw"}
 	}
 	p.test = t
 	if len(pos) == 2 {
@@ -490,6 +493,9 @@ func (p *params) defaults() error {
 			p.size = 2
 		}
 	}
+	if p.iters == 0 && t.name == "xdp_bw" {
+		p.iters = xdpBWDefaultFrames
+	}
 	if p.iters == 0 {
 		p.iters = 1000
 		if t.bw && t.verb == verbWrite {
@@ -505,7 +511,7 @@ func (p *params) defaults() error {
 	if (t.name == "tcp_lat" || t.name == "xdp_lat") && !p.set["outs"] {
 		p.outs = 1 // a ping-pong unless -o asks for a pipeline
 	}
-	if t.name == "xdp_lat" {
+	if t.name == "xdp_lat" || t.name == "xdp_bw" {
 		p.transport = "afxdp" // raw frames on the afxdp package
 	}
 	if p.jsonFile != "" {
@@ -527,8 +533,10 @@ func (p *params) defaults() error {
 		return fmt.Errorf("-o: 1 to %d requests in flight for tcp_lat", maxTCPOuts)
 	case t.name == "xdp_lat" && (p.outs < 1 || p.outs > maxTCPOuts):
 		return fmt.Errorf("-o: 1 to %d frames in flight for xdp_lat", maxTCPOuts)
-	case t.name == "xdp_lat" && p.iface == "":
-		return errors.New("xdp_lat needs --iface")
+	case (t.name == "xdp_lat" || t.name == "xdp_bw") && p.iface == "":
+		return fmt.Errorf("%s needs --iface", t.name)
+	case t.name == "xdp_bw" && p.all:
+		return errors.New("-a: not for xdp_bw (its frames are full-size: -s defaults to the MTU's payload)")
 	case t.name == "xdp_lat" && p.size > xdpMaxPayload:
 		return fmt.Errorf("-s: xdp_lat frames carry at most %d bytes (one 4096-byte UMEM chunk)", xdpMaxPayload)
 	case t.name != "tcp_lat" && t.name != "xdp_lat" && (p.outs < 1 || p.outs > 128):

@@ -257,14 +257,15 @@ func writeResults(p *params, results []any) error {
 // Atomic_FETCH_AND_ADD_BW_Test. imm_lat (RFC 7306 Immediate Data, which
 // perftest has not) follows the same pattern, Immediate_Data_Latency_Test,
 // and so do the kernel TCP baselines, TCP_BW_Test and TCP_Latency_Test,
-// and the raw AF_XDP ping-pong, XDP_Latency_Test.
+// and the raw AF_XDP ping-pong and stream, XDP_Latency_Test and
+// XDP_BW_Test.
 func (p *params) jsonTestName() string {
 	t := p.test
 	v := t.verbName()
 	switch {
 	case t.name == "tcp_bw" || t.name == "tcp_lat":
 		v = "TCP"
-	case t.name == "xdp_lat":
+	case t.name == "xdp_lat" || t.name == "xdp_bw":
 		v = "XDP"
 	case p.writeImm && t.verb == verbWrite:
 		v = "RDMA_Write_imm"

@@ -38,7 +38,7 @@ import (
 // (MsgRate, Mops/s) and the mean full round trip (rtt_factor 1). #bytes is
 // the TCP payload of a frame.
 
-// xdpReserve frames of a socket stay out of the fill ring, for
+// xdpReserve frames of an xdp_lat socket stay out of the fill ring, for
 // transmission.
 const xdpReserve = 1024
 
@@ -52,26 +52,39 @@ const xdpMaxPayload = 4096 - xdpHeaders
 
 // xdpEnd is one side's steering program, attachment and sockets.
 type xdpEnd struct {
-	prog  *bpf.Program
-	att   *bpf.Attachment
-	umem  *afxdp.UMEM
-	socks []*afxdp.Socket
-	mac   eth.MAC
-	batch []afxdp.Desc
-	tx    []afxdp.Desc
+	prog    *bpf.Program
+	att     *bpf.Attachment
+	umem    *afxdp.UMEM
+	socks   []*afxdp.Socket
+	mac     eth.MAC
+	batch   []afxdp.Desc
+	tx      []afxdp.Desc
+	reserve int // frames of a socket kept out of the fill ring
+}
+
+// xdpOpenOptions say how an end uses its sockets.
+type xdpOpenOptions struct {
+	// reserve frames of each socket stay out of the fill ring, for
+	// transmission (the rest wait there for received frames).
+	reserve int
+	// multiBuffer asks for XDP_USE_SG: frames may span several UMEM
+	// chunks (the socket falls back to single-buffer where the kernel
+	// refuses; Socket.MultiBuffer tells).
+	multiBuffer bool
 }
 
 // openXDP attaches the steering program to iface, steering TCP port
-// port to one AF_XDP socket per receive queue. close undoes all of it.
-func openXDP(iface string, port uint16) (_ *xdpEnd, err error) {
+// port to one AF_XDP socket per receive queue; test names the test in the
+// error without root. close undoes all of it.
+func openXDP(test, iface string, port uint16, o xdpOpenOptions) (_ *xdpEnd, err error) {
 	if os.Geteuid() != 0 {
-		return nil, errors.New("xdp_lat needs root: it attaches an XDP program and opens AF_XDP sockets (CAP_NET_ADMIN, CAP_NET_RAW and CAP_BPF)")
+		return nil, fmt.Errorf("%s needs root: it attaches an XDP program and opens AF_XDP sockets (CAP_NET_ADMIN, CAP_NET_RAW and CAP_BPF)", test)
 	}
 	ifi, err := net.InterfaceByName(iface)
 	if err != nil {
 		return nil, fmt.Errorf("--iface %s: %w", iface, err)
 	}
-	e := &xdpEnd{batch: make([]afxdp.Desc, 64), tx: make([]afxdp.Desc, 64)}
+	e := &xdpEnd{batch: make([]afxdp.Desc, 64), tx: make([]afxdp.Desc, 64), reserve: o.reserve}
 	copy(e.mac[:], ifi.HardwareAddr)
 	defer func() {
 		if err != nil {
@@ -85,14 +98,16 @@ func openXDP(iface string, port uint16) (_ *xdpEnd, err error) {
 	if e.umem, err = afxdp.NewUMEM(afxdp.UMEMOptions{Frames: queues * xdpSockOpts.Frames}); err != nil {
 		return nil, err
 	}
+	so := xdpSockOpts
+	so.MultiBuffer = o.multiBuffer
 	for q := range queues {
-		s, err := e.umem.Open(ifi.Index, q, xdpSockOpts)
+		s, err := e.umem.Open(ifi.Index, q, so)
 		// The kernel releases the queue of a closed AF_XDP socket a
 		// little later (deferred work): a run right after another one
 		// may find it busy for a moment.
 		for start := time.Now(); errors.Is(err, unix.EBUSY) && time.Since(start) < 3*time.Second; {
 			time.Sleep(20 * time.Millisecond)
-			s, err = e.umem.Open(ifi.Index, q, xdpSockOpts)
+			s, err = e.umem.Open(ifi.Index, q, so)
 		}
 		if err != nil {
 			return nil, err
@@ -101,7 +116,7 @@ func openXDP(iface string, port uint16) (_ *xdpEnd, err error) {
 		if err := e.prog.SetSocket(q, s.Fd()); err != nil {
 			return nil, err
 		}
-		s.Refill(s.FreeFrames() - xdpReserve)
+		s.Refill(s.FreeFrames() - e.reserve)
 	}
 	if err := e.prog.AddListen(port); err != nil {
 		return nil, err
@@ -136,11 +151,11 @@ func (e *xdpEnd) close() {
 
 // describe is the banner's line on the data path.
 func (e *xdpEnd) describe() string {
-	return fmt.Sprintf("XDP %v (%s), %d AF_XDP socket(s), zero-copy=%v", e.att.Mode, e.att.Reason, len(e.socks), e.socks[0].ZeroCopy())
+	return fmt.Sprintf("XDP %v (%s), %d AF_XDP socket(s), zero-copy=%v, multi-buffer=%v", e.att.Mode, e.att.Reason, len(e.socks), e.socks[0].ZeroCopy(), e.socks[0].MultiBuffer())
 }
 
 // errXDPIdle: no frame arrived for --timeout.
-var errXDPIdle = errors.New("xdp_lat: no frame for the --timeout (lost frames?)")
+var errXDPIdle = errors.New("no frame for the --timeout (lost frames?)")
 
 // wait spins on the RX rings, then sleeps in poll, until a frame arrives,
 // ctx ends or deadline passes; it returns the socket with frames and how
@@ -171,10 +186,10 @@ func (e *xdpEnd) wait(ctx context.Context, deadline time.Time) (*afxdp.Socket, i
 	}
 }
 
-// recycle gives the frames of e.batch[:n] back and refills.
-func recycle(s *afxdp.Socket, d []afxdp.Desc) {
+// recycle gives the frames of d back and refills.
+func (e *xdpEnd) recycle(s *afxdp.Socket, d []afxdp.Desc) {
 	s.Free(d)
-	s.Refill(s.FreeFrames() - xdpReserve)
+	s.Refill(s.FreeFrames() - e.reserve)
 }
 
 // transmit queues d whole on s, completing and kicking while the ring is
@@ -214,7 +229,7 @@ func (e *xdpEnd) echo(ctx context.Context, iters int, timeout time.Duration) err
 			e.tx[k].Len = uint32(len(in))
 			k++
 		}
-		recycle(s, e.batch[:n])
+		e.recycle(s, e.batch[:n])
 		transmit(s, e.tx[:k])
 		done += k
 	}
@@ -312,7 +327,7 @@ func (e *xdpEnd) pingPong(ctx context.Context, f *xdpFlow, size, iters int, time
 					got = true
 				}
 			}
-			recycle(rs, e.batch[:n])
+			e.recycle(rs, e.batch[:n])
 		}
 	}
 	return stamps, nil
@@ -353,7 +368,7 @@ func (e *xdpEnd) pipeline(ctx context.Context, f *xdpFlow, size, iters, outs int
 			done[seq] = now
 			got++
 		}
-		recycle(rs, e.batch[:n])
+		e.recycle(rs, e.batch[:n])
 	}
 	r := computePipe(size, outs, sent, done)
 	last := int64(0)
@@ -366,51 +381,195 @@ func (e *xdpEnd) pipeline(ctx context.Context, f *xdpFlow, size, iters, outs int
 	return r, nil
 }
 
-// xdpHello opens the control exchange: magic, then the server's MAC.
-var xdpHello = [8]byte{'X', 'D', 'P', 'L', 'A', 'T', '1', 0}
+// The control exchange of xdp_lat and xdp_bw on the kernel TCP connection
+// of -p: the client sends its test's 8-byte hello, the server answers it
+// with its MAC (16 bytes); then per size a 24-byte header (kind, size,
+// count) and the test's own replies; a header of kind 0 ends the run.
+var (
+	xdpLatHello = [8]byte{'X', 'D', 'P', 'L', 'A', 'T', '1', 0}
+	xdpBWHello  = [8]byte{'X', 'D', 'P', 'B', 'W', '1', 0, 0}
+)
+
+// xdpClient is the client's end after the control exchange.
+type xdpClient struct {
+	c        net.Conn
+	e        *xdpEnd
+	src, dst net.IP // our and the server's IPv4 address
+	srvMAC   eth.MAC
+	port     uint16 // the data port
+}
+
+// dialXDP connects to the server's control port, opens this end and
+// learns the server's MAC.
+func dialXDP(ctx context.Context, p *params, hello [8]byte, o xdpOpenOptions) (_ *xdpClient, err error) {
+	c, err := dialControl(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	x := &xdpClient{c: c, port: uint16(p.port + 1)}
+	defer func() {
+		if err != nil {
+			x.close()
+		}
+	}()
+	x.src, x.dst = c.LocalAddr().(*net.TCPAddr).IP.To4(), c.RemoteAddr().(*net.TCPAddr).IP.To4()
+	if x.src == nil || x.dst == nil {
+		return nil, fmt.Errorf("%s: %v: IPv4 only", p.test.name, c.RemoteAddr())
+	}
+	if x.e, err = openXDP(p.test.name, p.iface, x.port, o); err != nil {
+		return nil, err
+	}
+	if _, err := c.Write(hello[:]); err != nil {
+		return nil, err
+	}
+	var reply [16]byte
+	if _, err := io.ReadFull(c, reply[:]); err != nil {
+		return nil, fmt.Errorf("%s: server setup: %w", p.test.name, err)
+	}
+	if [8]byte(reply[:8]) != hello {
+		return nil, fmt.Errorf("%s: the server is not an %s server", p.test.name, p.test.name)
+	}
+	x.srvMAC = eth.MAC(reply[8:14])
+	return x, nil
+}
+
+func (x *xdpClient) close() {
+	if x.e != nil {
+		x.e.close()
+	}
+	x.c.Close()
+}
+
+// flow is the frame template of size payload bytes from us to the server.
+func (x *xdpClient) flow(size int) (*xdpFlow, error) {
+	return newXDPFlow(x.e.mac, x.srvMAC, [4]byte(x.src), [4]byte(x.dst), x.port, size)
+}
+
+// banner prints the test's title and the flow unless --quiet.
+func (x *xdpClient) banner(out io.Writer, p *params, title string) {
+	if p.quiet {
+		return
+	}
+	fmt.Fprintf(out, "%s\n                    %s (raw AF_XDP frames, no TCP or iWARP)\n", resultLine, title)
+	fmt.Fprintf(out, " Flow            : %v -> %v, TCP port %d, %s -> %s\n", x.src, x.dst, x.port, net.HardwareAddr(x.e.mac[:]), net.HardwareAddr(x.srvMAC[:]))
+	fmt.Fprintf(out, " Data path       : %s\n", x.e.describe())
+	if mtu := ifaceMTU(p.iface); mtu > 0 {
+		fmt.Fprintf(out, " Mtu             : %d[B]\n", mtu)
+	}
+	fmt.Fprintln(out, resultLine)
+}
+
+// header sends the header of one size (kind 'X' or 'W').
+func (x *xdpClient) header(kind byte, size, count int) error {
+	var hdr [24]byte
+	hdr[0] = kind
+	binary.BigEndian.PutUint32(hdr[4:], uint32(size))
+	binary.BigEndian.PutUint64(hdr[8:], uint64(count))
+	_, err := x.c.Write(hdr[:])
+	return err
+}
+
+// bye ends the run.
+func (x *xdpClient) bye() { x.c.Write(make([]byte, 24)) }
+
+// acceptXDP is the server's side of the exchange: it opens this end,
+// accepts one client on -p and answers its hello. done closes all of it;
+// ctx ending closes the listener and the connection.
+func acceptXDP(ctx context.Context, p *params, out io.Writer, hello [8]byte, o xdpOpenOptions) (net.Conn, *xdpEnd, func(), error) {
+	e, err := openXDP(p.test.name, p.iface, uint16(p.port+1), o)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	ln, err := net.Listen("tcp", net.JoinHostPort(p.bind, fmt.Sprint(p.port)))
+	if err != nil {
+		e.close()
+		return nil, nil, nil, err
+	}
+	var c net.Conn
+	stop := make(chan struct{})
+	done := func() {
+		close(stop)
+		ln.Close()
+		if c != nil {
+			c.Close()
+		}
+		e.close()
+	}
+	fail := func(err error) (net.Conn, *xdpEnd, func(), error) {
+		done()
+		if ctx.Err() != nil {
+			err = ctx.Err()
+		}
+		return nil, nil, nil, err
+	}
+	if !p.quiet {
+		fmt.Fprintf(out, " %s server: control on %v, frames to TCP port %d on %s (%s)\n", p.test.name, ln.Addr(), p.port+1, p.iface, e.describe())
+	}
+	go func() {
+		select {
+		case <-ctx.Done():
+		case <-stop:
+		}
+		ln.Close()
+	}()
+	if c, err = ln.Accept(); err != nil {
+		return fail(err)
+	}
+	go func(c net.Conn) {
+		select {
+		case <-ctx.Done():
+		case <-stop:
+		}
+		c.Close()
+	}(c)
+	var h [16]byte
+	if _, err := io.ReadFull(c, h[:8]); err != nil {
+		return fail(err)
+	}
+	if [8]byte(h[:8]) != hello {
+		return fail(fmt.Errorf("%s: the client is not an %s client", p.test.name, p.test.name))
+	}
+	copy(h[8:], e.mac[:])
+	if _, err := c.Write(h[:]); err != nil {
+		return fail(err)
+	}
+	return c, e, done, nil
+}
+
+// readHeader reads the next per-size header: ok false at the end of the
+// run.
+func readHeader(c net.Conn, kind byte) (size, count int, ok bool, err error) {
+	var hdr [24]byte
+	if _, err := io.ReadFull(c, hdr[:]); err != nil {
+		return 0, 0, false, err
+	}
+	switch hdr[0] {
+	case 0:
+		return 0, 0, false, nil
+	case kind:
+	default:
+		return 0, 0, false, errors.New("xdp: bad header")
+	}
+	return int(binary.BigEndian.Uint32(hdr[4:])), int(binary.BigEndian.Uint64(hdr[8:])), true, nil
+}
 
 func runXDP(ctx context.Context, p *params, out io.Writer) error {
+	if p.test.name == "xdp_bw" {
+		return runXDPBW(ctx, p, out)
+	}
 	if p.duration > 0 {
 		return errors.New("xdp_lat: -D is not supported (use -n)")
 	}
-	dataPort := uint16(p.port + 1)
+	o := xdpOpenOptions{reserve: xdpReserve}
 	if p.server == "" {
-		return xdpServe(ctx, p, out, dataPort)
+		return xdpServe(ctx, p, out, o)
 	}
-	c, err := dialControl(ctx, p)
+	x, err := dialXDP(ctx, p, xdpLatHello, o)
 	if err != nil {
 		return err
 	}
-	defer c.Close()
-	la, ra := c.LocalAddr().(*net.TCPAddr), c.RemoteAddr().(*net.TCPAddr)
-	if la.IP.To4() == nil || ra.IP.To4() == nil {
-		return fmt.Errorf("xdp_lat: %v: IPv4 only", ra)
-	}
-	e, err := openXDP(p.iface, dataPort)
-	if err != nil {
-		return err
-	}
-	defer e.close()
-	if _, err := c.Write(xdpHello[:]); err != nil {
-		return err
-	}
-	var hello [16]byte
-	if _, err := io.ReadFull(c, hello[:]); err != nil {
-		return fmt.Errorf("xdp_lat: server setup: %w", err)
-	}
-	if [8]byte(hello[:8]) != xdpHello {
-		return errors.New("xdp_lat: the server is not an xdp_lat server")
-	}
-	srvMAC := eth.MAC(hello[8:14])
-	if !p.quiet {
-		fmt.Fprintf(out, "%s\n                    XDP Latency Test (raw AF_XDP frames, no TCP or iWARP)\n", resultLine)
-		fmt.Fprintf(out, " Flow            : %v -> %v, TCP port %d, %s -> %s\n", la.IP, ra.IP, dataPort, net.HardwareAddr(e.mac[:]), net.HardwareAddr(srvMAC[:]))
-		fmt.Fprintf(out, " Data path       : %s\n", e.describe())
-		if mtu := ifaceMTU(p.iface); mtu > 0 {
-			fmt.Fprintf(out, " Mtu             : %d[B]\n", mtu)
-		}
-		fmt.Fprintln(out, resultLine)
-	}
+	defer x.close()
+	x.banner(out, p, "XDP Latency Test")
 	pipe := p.outs > 1
 	if pipe {
 		fmt.Fprintln(out, pipeHeader)
@@ -419,29 +578,26 @@ func runXDP(ctx context.Context, p *params, out io.Writer) error {
 	}
 	var results []any
 	for _, size := range p.sizes() {
-		f, err := newXDPFlow(e.mac, srvMAC, [4]byte(la.IP.To4()), [4]byte(ra.IP.To4()), dataPort, size)
+		f, err := x.flow(size)
 		if err != nil {
 			return err
 		}
-		var hdr [24]byte
-		hdr[0] = 'X'
-		binary.BigEndian.PutUint32(hdr[4:], uint32(size))
-		binary.BigEndian.PutUint64(hdr[8:], uint64(p.iters))
-		if _, err := c.Write(hdr[:]); err != nil {
+		if err := x.header('X', size, p.iters); err != nil {
 			return err
 		}
-		if _, err := io.ReadFull(c, hdr[:1]); err != nil { // the server is ready
+		var ack [1]byte
+		if _, err := io.ReadFull(x.c, ack[:]); err != nil { // the server is ready
 			return err
 		}
 		if pipe {
-			r, err := e.pipeline(ctx, f, size, p.iters, p.outs, p.timeout)
+			r, err := x.e.pipeline(ctx, f, size, p.iters, p.outs, p.timeout)
 			if err != nil {
 				return err
 			}
 			fmt.Fprintln(out, r.line())
 			results = append(results, r)
 		} else {
-			stamps, err := e.pingPong(ctx, f, size, p.iters, p.timeout)
+			stamps, err := x.e.pingPong(ctx, f, size, p.iters, p.timeout)
 			if err != nil {
 				return err
 			}
@@ -449,77 +605,26 @@ func runXDP(ctx context.Context, p *params, out io.Writer) error {
 			fmt.Fprintln(out, r.line())
 			results = append(results, r)
 		}
-		if _, err := io.ReadFull(c, hdr[:1]); err != nil { // the server echoed them all
+		if _, err := io.ReadFull(x.c, ack[:]); err != nil { // the server echoed them all
 			return err
 		}
 	}
-	c.Write(make([]byte, 24)) // bye
+	x.bye()
 	fmt.Fprintln(out, resultLine)
 	return writeResults(p, results)
 }
 
-func xdpServe(ctx context.Context, p *params, out io.Writer, dataPort uint16) error {
-	e, err := openXDP(p.iface, dataPort)
+func xdpServe(ctx context.Context, p *params, out io.Writer, o xdpOpenOptions) error {
+	c, e, done, err := acceptXDP(ctx, p, out, xdpLatHello, o)
 	if err != nil {
 		return err
 	}
-	defer e.close()
-	ln, err := net.Listen("tcp", net.JoinHostPort(p.bind, fmt.Sprint(p.port)))
-	if err != nil {
-		return err
-	}
-	defer ln.Close()
-	if !p.quiet {
-		fmt.Fprintf(out, " xdp_lat server: control on %v, frames to TCP port %d on %s (%s)\n", ln.Addr(), dataPort, p.iface, e.describe())
-	}
-	stop := make(chan struct{})
-	defer close(stop)
-	go func() {
-		select {
-		case <-ctx.Done():
-		case <-stop:
-		}
-		ln.Close()
-	}()
-	c, err := ln.Accept()
-	if err != nil {
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		return err
-	}
-	defer c.Close()
-	go func() {
-		select {
-		case <-ctx.Done():
-		case <-stop:
-		}
-		c.Close()
-	}()
-	var hello [16]byte
-	if _, err := io.ReadFull(c, hello[:8]); err != nil {
-		return err
-	}
-	if [8]byte(hello[:8]) != xdpHello {
-		return errors.New("xdp_lat: the client is not an xdp_lat client")
-	}
-	copy(hello[8:], e.mac[:])
-	if _, err := c.Write(hello[:]); err != nil {
-		return err
-	}
+	defer done()
 	for {
-		var hdr [24]byte
-		if _, err := io.ReadFull(c, hdr[:]); err != nil {
+		_, iters, ok, err := readHeader(c, 'X')
+		if err != nil || !ok {
 			return err
 		}
-		switch hdr[0] {
-		case 0:
-			return nil
-		case 'X':
-		default:
-			return errors.New("xdp_lat: bad header")
-		}
-		iters := int(binary.BigEndian.Uint64(hdr[8:]))
 		if _, err := c.Write([]byte{1}); err != nil {
 			return err
 		}
