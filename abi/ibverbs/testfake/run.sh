@@ -1,0 +1,31 @@
+#!/bin/sh
+# run.sh: builds libibverbs.so.1 against the fake engine (fake.c) in a
+# temporary directory and runs test.c, check-symbols.sh, ibv_devices and
+# ibv_devinfo -v (Debian's) on it, and the open-failure path. Needs cc and
+# libibverbs-dev; exits non-zero on any failure.
+set -eu
+here=$(cd "$(dirname "$0")" && pwd)
+abi=$here/../..
+d=$(mktemp -d)
+trap 'rm -rf "$d"' EXIT
+F="-O2 -g -std=gnu11 -fPIC -Wall -Wextra -Werror -Wno-unused-parameter -fvisibility=hidden -I$abi/include -D_GNU_SOURCE"
+cc $F -include stdlib.h -shared -Wl,-soname,libxrnic.so -o "$d/libxrnic.so" "$here/fake.c"
+cc $F -shared -Wl,-z,defs -Wl,-soname,libibverbs.so.1 \
+	-Wl,--version-script="$abi/ibverbs/libibverbs.map" \
+	-o "$d/libibverbs.so.1" "$abi"/ibverbs/*.c -L"$d" -lxrnic -lpthread
+cc -O1 -g -Wall -I"$abi/include" -o "$d/test" "$here/test.c" "$d/libibverbs.so.1" "$d/libxrnic.so"
+LD_LIBRARY_PATH=$d "$d/test"
+"$abi/ibverbs/check-symbols.sh" "$d"
+LD_LIBRARY_PATH=$d ibv_devices | grep -q xrnic0
+LD_LIBRARY_PATH=$d ibv_devinfo -v > "$d/devinfo"
+grep -q 'hca_id:	xrnic0' "$d/devinfo"
+grep -q 'transport:			iWARP (1)' "$d/devinfo"
+grep -q 'link_layer:		Ethernet' "$d/devinfo"
+echo "ibv_devices, ibv_devinfo -v: xrnic0"
+# The engine's error text, once, on stderr; errno for the caller.
+if FAKE_OPEN_FAIL=1 LD_LIBRARY_PATH=$d ibv_devinfo > "$d/out" 2> "$d/err"; then
+	echo "ibv_devinfo succeeded with a failing engine" >&2; exit 1
+fi
+grep -q 'xrnic: opening xrnic0 (xrnic_open) failed: fake: no interface (set XRNIC_IFACE)' "$d/err"
+[ "$(grep -c 'fake: no interface' "$d/err")" = 1 ]
+echo "open failure: $(head -1 "$d/err")"
