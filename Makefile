@@ -20,7 +20,7 @@ abi: ## the libibverbs.so.1 / librdmacm.so.1 ABI (engine in the process) into bi
 demo: bin ## the main job: xrnicd on afxdp in a netns pair, a tour and a perf comparison (root; loopback otherwise)
 	bin/xrnic-perf demo
 
-test: check unit interop fuzz-short ## what CI runs: gofmt, vet, staticcheck, all tests with -race, the siw interop matrix, a short fuzz pass
+test: check abi unit interop fuzz-short ## what CI runs: gofmt, vet, staticcheck, all tests with -race, the siw interop matrix, a short fuzz pass
 
 check: fmt-check vet staticcheck ## gofmt, go vet and staticcheck
 

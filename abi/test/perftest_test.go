@@ -1,0 +1,162 @@
+package abitest
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// perfRun is one perftest run: the same arguments on both sides (the
+// client adds the server's address).
+type perfRun struct {
+	name  string
+	bin   string
+	args  []string
+	lat   bool  // a latency test (else bandwidth)
+	sizes []int // the message sizes the result table must list
+}
+
+// sweep is -a: 2 to 2^23 bytes.
+func sweep() []int {
+	var s []int
+	for n := 2; n <= 1<<23; n *= 2 {
+		s = append(s, n)
+	}
+	return s
+}
+
+var perfRuns = []perfRun{
+	{"write_bw", "ib_write_bw", []string{"-n", "1000"}, false, []int{65536}},
+	{"read_bw", "ib_read_bw", []string{"-n", "1000"}, false, []int{65536}},
+	{"send_bw", "ib_send_bw", []string{"-n", "1000"}, false, []int{65536}},
+	{"write_lat", "ib_write_lat", []string{"-n", "500"}, true, []int{2}},
+	{"read_lat", "ib_read_lat", []string{"-n", "500"}, true, []int{2}},
+	{"send_lat", "ib_send_lat", []string{"-n", "500"}, true, []int{2}},
+	{"atomic_bw_fadd", "ib_atomic_bw", []string{"-A", "FETCH_AND_ADD", "-n", "1000"}, false, []int{8}},
+	{"atomic_bw_cas", "ib_atomic_bw", []string{"-A", "CMP_AND_SWAP", "-n", "1000"}, false, []int{8}},
+	{"atomic_lat_fadd", "ib_atomic_lat", []string{"-A", "FETCH_AND_ADD", "-n", "500"}, true, []int{8}},
+	{"atomic_lat_cas", "ib_atomic_lat", []string{"-A", "CMP_AND_SWAP", "-n", "500"}, true, []int{8}},
+	{"write_bw_sweep", "ib_write_bw", []string{"-a", "-n", "20"}, false, sweep()},
+	{"send_bw_sweep", "ib_send_bw", []string{"-a", "-n", "20"}, false, sweep()},
+	{"read_lat_sweep", "ib_read_lat", []string{"-a", "-n", "20"}, true, sweep()},
+	{"write_bw_q4", "ib_write_bw", []string{"-q", "4", "-n", "1000"}, false, []int{65536}},
+	{"send_bw_s4k_q4", "ib_send_bw", []string{"-q", "4", "-s", "4096", "-n", "1000"}, false, []int{4096}},
+	{"write_bw_D2", "ib_write_bw", []string{"-D", "2"}, false, []int{65536}},
+	{"send_lat_D2", "ib_send_lat", []string{"-D", "2"}, true, []int{2}},
+	{"read_bw_gbits", "ib_read_bw", []string{"--report_gbits", "-s", "1048576", "-n", "100"}, false, []int{1048576}},
+}
+
+// perfRows parses perftest's result table: the rows after the "#bytes"
+// header, each a size, an iteration count and the measured numbers.
+func perfRows(out string) ([][]float64, error) {
+	var rows [][]float64
+	in := false
+	for _, line := range strings.Split(out, "\n") {
+		f := strings.Fields(line)
+		if len(f) > 0 && f[0] == "#bytes" {
+			in = true
+			continue
+		}
+		if !in || len(f) < 3 {
+			continue
+		}
+		if _, err := strconv.Atoi(f[0]); err != nil {
+			continue
+		}
+		row := make([]float64, 0, len(f))
+		for _, s := range f {
+			v, err := strconv.ParseFloat(s, 64)
+			if err != nil {
+				return nil, fmt.Errorf("result row %q: field %q is not a number", line, s)
+			}
+			if math.IsNaN(v) || math.IsInf(v, 0) || v < 0 {
+				return nil, fmt.Errorf("result row %q: %v is not a plausible number", line, v)
+			}
+			row = append(row, v)
+		}
+		rows = append(rows, row)
+	}
+	if len(rows) == 0 {
+		return nil, fmt.Errorf("no result rows")
+	}
+	return rows, nil
+}
+
+// checkPerf checks a client's result table: the sizes asked, and a
+// non-zero average bandwidth and message rate (bw) or a non-zero finite
+// latency (lat).
+func checkPerf(r perfRun, out string) error {
+	rows, err := perfRows(out)
+	if err != nil {
+		return err
+	}
+	var sizes []int
+	for _, row := range rows {
+		sizes = append(sizes, int(row[0]))
+		if row[1] == 0 {
+			return fmt.Errorf("size %d: zero iterations", int(row[0]))
+		}
+		if r.lat {
+			if row[2] <= 0 {
+				return fmt.Errorf("size %d: latency %v", int(row[0]), row[2])
+			}
+		} else if len(row) < 5 || row[3] <= 0 || row[4] <= 0 {
+			return fmt.Errorf("size %d: BW average/MsgRate not positive: %v", int(row[0]), row)
+		}
+	}
+	if !slices.Equal(sizes, r.sizes) {
+		return fmt.Errorf("sizes %v, want %v", sizes, r.sizes)
+	}
+	if slices.Contains(r.args, "--report_gbits") && !strings.Contains(out, "Gb/sec") {
+		return fmt.Errorf("--report_gbits: no Gb/sec column")
+	}
+	return nil
+}
+
+func TestPerftest(t *testing.T) {
+	var bins []string
+	for _, r := range perfRuns {
+		bins = append(bins, r.bin)
+	}
+	forEachTransport(t, bins, func(t *testing.T, e *env) {
+		for _, r := range perfRuns {
+			t.Run(r.name, func(t *testing.T) {
+				port := fmt.Sprint(e.nextPort())
+				args := append([]string{"-R", "-p", port}, r.args...)
+				srv := e.start(t, e.pair.NSA, 90*time.Second, nil, r.bin, args...)
+				if !srv.waitFor("Waiting for client", 15*time.Second) {
+					t.Fatalf("server never waited for a client\n%s", srv.describe())
+				}
+				if !e.tr.afxdp && !e.listening(e.pair.NSA, e.port, 10*time.Second) {
+					t.Fatalf("server never listened on %s:%s\n%s", ipA, port, srv.describe())
+				}
+				// The client retries rdma_connect itself (10 x 100 ms).
+				cli := e.start(t, e.pair.NSB, 90*time.Second, nil, r.bin, append(args, ipA.String())...)
+				cliErr := cli.wait()
+				srvErr := srv.wait()
+				if cliErr != nil || srvErr != nil {
+					t.Fatalf("%s failed\nclient %s\nserver %s", r.bin, cli.describe(), srv.describe())
+				}
+				if err := checkPerf(r, cli.out.String()); err != nil {
+					t.Fatalf("client results: %v\n%s", err, cli.describe())
+				}
+				if testing.Verbose() {
+					t.Logf("%s", tableOf(cli.out.String()))
+				}
+			})
+		}
+	})
+}
+
+// tableOf is the result table of a perftest output, for the log.
+func tableOf(out string) string {
+	i := strings.Index(out, "#bytes")
+	if i < 0 {
+		return ""
+	}
+	return out[i:]
+}
