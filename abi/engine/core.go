@@ -1,0 +1,631 @@
+package main
+
+import (
+	"encoding/binary"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"unsafe"
+
+	"xrnic/verbs"
+	"xrnic/wire/term"
+)
+
+// ctl serializes the destroy paths (control path only).
+var ctl sync.Mutex
+
+type pdObj struct {
+	pd   *verbs.PD
+	nqps atomic.Int32
+}
+
+type mrObj struct {
+	mr *verbs.MR
+}
+
+type cqObj struct {
+	cq     *verbs.CQ
+	ch     *channel
+	cookie uint64
+	nqps   atomic.Int32
+	stop   chan struct{}
+	wg     sync.WaitGroup
+
+	pmu     sync.Mutex // the scratch completions of poll
+	scratch [32]verbs.Completion
+}
+
+type qpObj struct {
+	qp       *verbs.QP
+	pd       *pdObj
+	scq, rcq *cqObj
+	async    *channel
+	cookie   uint64
+	maxSGE   int
+	stop     chan struct{}
+	wg       sync.WaitGroup
+	closing  atomic.Bool
+
+	// Inline sends: a registered bounce ring of 2*SQ depth slots; slot n
+	// is reused by inline WR n+2*depth, when WR n has completed (the SQ
+	// holds at most depth WRs).
+	imu    sync.Mutex
+	inline int // slot size, 0: none
+	ibuf   []byte
+	imr    *verbs.MR
+	islots uint64
+	inext  uint64
+	isge   [1]verbs.SGE
+}
+
+func allocPD(out *uint64) int {
+	d := device()
+	if d == nil {
+		return fail(syscall.ENODEV, "xrnic_alloc_pd: the device is not open")
+	}
+	pd, err := d.AllocPD()
+	if err != nil {
+		return fail(syscall.ENOMEM, "xrnic_alloc_pd: %v", err)
+	}
+	h := handles.add(&pdObj{pd: pd})
+	if h == 0 {
+		pd.Dealloc()
+		return fail(syscall.ENOMEM, "xrnic_alloc_pd: too many objects")
+	}
+	*out = h
+	return 0
+}
+
+func deallocPD(h uint64) int {
+	ctl.Lock()
+	defer ctl.Unlock()
+	p := getT[pdObj](h)
+	if p == nil {
+		return fail(syscall.EBADF, "xrnic_dealloc_pd: no such PD")
+	}
+	if p.nqps.Load() > 0 {
+		return fail(syscall.EBUSY, "xrnic_dealloc_pd: the PD still has QPs (destroy them first)")
+	}
+	if err := p.pd.Dealloc(); err != nil {
+		if errors.Is(err, verbs.ErrPDBusy) {
+			return fail(syscall.EBUSY, "xrnic_dealloc_pd: %v", err)
+		}
+		if !errors.Is(err, verbs.ErrClosed) {
+			return fail(syscall.EINVAL, "xrnic_dealloc_pd: %v", err)
+		}
+	}
+	handles.remove(h)
+	return 0
+}
+
+// accessOf maps IBV_ACCESS_* to verbs; ok false for bits we cannot honour.
+func accessOf(a int32) (verbs.Access, bool) {
+	var out verbs.Access
+	if a&IBV_ACCESS_LOCAL_WRITE != 0 {
+		out |= verbs.AccessLocalWrite
+	}
+	if a&IBV_ACCESS_REMOTE_WRITE != 0 {
+		out |= verbs.AccessRemoteWrite
+	}
+	if a&IBV_ACCESS_REMOTE_READ != 0 {
+		out |= verbs.AccessRemoteRead
+	}
+	if a&IBV_ACCESS_REMOTE_ATOMIC != 0 {
+		out |= verbs.AccessRemoteAtomic
+	}
+	if a&IBV_ACCESS_ZERO_BASED != 0 {
+		out |= verbs.AccessZeroBased
+	}
+	// Memory windows are not offered (max_mw 0); on-demand paging and
+	// hugetlb hints change nothing here (the engine reads the memory
+	// as the process sees it); optional flags may be ignored by
+	// definition.
+	known := int32(IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
+		IBV_ACCESS_REMOTE_ATOMIC | IBV_ACCESS_ZERO_BASED | IBV_ACCESS_ON_DEMAND | IBV_ACCESS_HUGETLB |
+		IBV_ACCESS_OPTIONAL_RANGE)
+	return out, a&^known == 0
+}
+
+func regMR(pdh uint64, addr unsafe.Pointer, length, iova uint64, access int32, mrOut *uint64, stag *uint32) int {
+	p := getT[pdObj](pdh)
+	if p == nil {
+		return fail(syscall.EBADF, "xrnic_reg_mr: no such PD")
+	}
+	acc, ok := accessOf(access)
+	if !ok {
+		return fail(syscall.EINVAL, "xrnic_reg_mr: access flags %#x: only LOCAL_WRITE, REMOTE_WRITE, REMOTE_READ, REMOTE_ATOMIC and ZERO_BASED are supported (no memory windows)", access)
+	}
+	if addr == nil || length == 0 || length > 1<<46 {
+		return fail(syscall.EINVAL, "xrnic_reg_mr: bad range (addr %p, length %d)", addr, length)
+	}
+	switch {
+	case iova == 0 && uintptr(addr) != 0:
+		acc |= verbs.AccessZeroBased
+	case iova == uint64(uintptr(addr)):
+		if acc&verbs.AccessZeroBased != 0 {
+			return fail(syscall.EINVAL, "xrnic_reg_mr: IBV_ACCESS_ZERO_BASED with iova = addr")
+		}
+	default:
+		return fail(syscall.EINVAL, "xrnic_reg_mr: iova %#x: only the address itself or 0 (zero-based) is supported", iova)
+	}
+	buf := unsafe.Slice((*byte)(addr), length)
+	mr, err := p.pd.RegMR(buf, acc)
+	if err != nil {
+		return fail(syscall.EINVAL, "xrnic_reg_mr: %v", err)
+	}
+	h := handles.add(&mrObj{mr: mr})
+	if h == 0 {
+		mr.Dereg()
+		return fail(syscall.ENOMEM, "xrnic_reg_mr: too many objects")
+	}
+	*mrOut, *stag = h, mr.STag()
+	return 0
+}
+
+func deregMR(h uint64) int {
+	ctl.Lock()
+	defer ctl.Unlock()
+	m := getT[mrObj](h)
+	if m == nil {
+		return fail(syscall.EBADF, "xrnic_dereg_mr: no such MR")
+	}
+	handles.remove(h)
+	if err := m.mr.Dereg(); err != nil && !errors.Is(err, verbs.ErrClosed) {
+		return fail(syscall.EINVAL, "xrnic_dereg_mr: %v", err)
+	}
+	return 0
+}
+
+func createCQ(cqe int32, chh, cookie uint64, out *uint64, depth *int32) int {
+	d := device()
+	if d == nil {
+		return fail(syscall.ENODEV, "xrnic_create_cq: the device is not open")
+	}
+	var ch *channel
+	if chh != 0 {
+		if ch = getT[channel](chh); ch == nil {
+			return fail(syscall.EBADF, "xrnic_create_cq: no such completion channel")
+		}
+	}
+	maxCQE := dev.a.MaxCQE
+	if cqe <= 0 || int(cqe) > maxCQE {
+		return fail(syscall.EINVAL, "xrnic_create_cq: cqe %d outside 1..%d", cqe, maxCQE)
+	}
+	// Twice what was asked (within the device limit): a CQ must cover the
+	// depths of the queues attached to it here, which InfiniBand does not
+	// require, and applications size shared CQs tightly.
+	n := min(max(2*int(cqe), 64), maxCQE)
+	cq, err := d.CreateCQ(n)
+	if err != nil {
+		return fail(syscall.ENOMEM, "xrnic_create_cq: %v", err)
+	}
+	c := &cqObj{cq: cq, ch: ch, cookie: cookie, stop: make(chan struct{})}
+	h := handles.add(c)
+	if h == 0 {
+		cq.Close()
+		return fail(syscall.ENOMEM, "xrnic_create_cq: too many objects")
+	}
+	if ch != nil {
+		c.wg.Add(1)
+		go c.notifier()
+	}
+	*out, *depth = h, int32(cq.Depth())
+	return 0
+}
+
+// notifier turns the CQ's notifications into XRNIC_EV_COMP events.
+func (c *cqObj) notifier() {
+	defer c.wg.Done()
+	for {
+		select {
+		case <-c.cq.Events():
+			ev := eventT{Kind: xEvComp, Cookie: c.cookie}
+			c.ch.push(&ev)
+		case <-c.stop:
+			return
+		}
+	}
+}
+
+func destroyCQ(h uint64) int {
+	ctl.Lock()
+	defer ctl.Unlock()
+	c := getT[cqObj](h)
+	if c == nil {
+		return fail(syscall.EBADF, "xrnic_destroy_cq: no such CQ")
+	}
+	if c.nqps.Load() > 0 {
+		return fail(syscall.EBUSY, "xrnic_destroy_cq: QPs still use the CQ (destroy them first)")
+	}
+	if err := c.cq.Close(); err != nil && !errors.Is(err, verbs.ErrClosed) {
+		if errors.Is(err, verbs.ErrCQBusy) {
+			return fail(syscall.EBUSY, "xrnic_destroy_cq: %v", err)
+		}
+		return fail(syscall.EINVAL, "xrnic_destroy_cq: %v", err)
+	}
+	handles.remove(h)
+	close(c.stop)
+	c.wg.Wait()
+	return 0
+}
+
+func reqNotifyCQ(h uint64, solicitedOnly int32) int {
+	c := getT[cqObj](h)
+	if c == nil {
+		return int(syscall.EBADF)
+	}
+	c.cq.Notify(solicitedOnly != 0)
+	return 0
+}
+
+// ibv_wc_status by rnic.Status.
+var wcStatus = [...]uint32{
+	verbs.StatusSuccess:      IBV_WC_SUCCESS,
+	verbs.StatusLocLenErr:    IBV_WC_LOC_LEN_ERR,
+	verbs.StatusLocQPOpErr:   IBV_WC_LOC_QP_OP_ERR,
+	verbs.StatusLocProtErr:   IBV_WC_LOC_PROT_ERR,
+	verbs.StatusWRFlushErr:   IBV_WC_WR_FLUSH_ERR,
+	verbs.StatusBadRespErr:   IBV_WC_BAD_RESP_ERR,
+	verbs.StatusLocAccessErr: IBV_WC_LOC_ACCESS_ERR,
+	verbs.StatusRemInvReqErr: IBV_WC_REM_INV_REQ_ERR,
+	verbs.StatusRemAccessErr: IBV_WC_REM_ACCESS_ERR,
+	verbs.StatusRemOpErr:     IBV_WC_REM_OP_ERR,
+	verbs.StatusRetryExcErr:  IBV_WC_RETRY_EXC_ERR,
+	verbs.StatusFatalErr:     IBV_WC_FATAL_ERR,
+	verbs.StatusGeneralErr:   IBV_WC_GENERAL_ERR,
+}
+
+// ibv_wc_opcode by rnic.Opcode.
+var wcOpcode = [...]uint32{
+	verbs.OpSend:         IBV_WC_SEND,
+	verbs.OpSendWithInv:  IBV_WC_SEND,
+	verbs.OpWrite:        IBV_WC_RDMA_WRITE,
+	verbs.OpWriteWithImm: IBV_WC_RDMA_WRITE,
+	verbs.OpRead:         IBV_WC_RDMA_READ,
+	verbs.OpFetchAdd:     IBV_WC_FETCH_ADD,
+	verbs.OpCmpSwap:      IBV_WC_COMP_SWAP,
+	verbs.OpImm:          IBV_WC_SEND,
+	verbs.OpLocalInv:     IBV_WC_LOCAL_INV,
+	verbs.OpRecv:         IBV_WC_RECV,
+	verbs.OpRecvImm:      IBV_WC_RECV,
+	verbs.OpRecvWriteImm: IBV_WC_RECV_RDMA_WITH_IMM,
+}
+
+func htonl(v uint32) uint32 {
+	var b [4]byte
+	binary.BigEndian.PutUint32(b[:], v)
+	return binary.NativeEndian.Uint32(b[:])
+}
+
+// toWC converts a completion to struct ibv_wc's layout.
+func toWC(c *verbs.Completion, w *wcT) {
+	*w = wcT{WRID: c.ID, ByteLen: c.ByteLen, QPNum: c.QPNum, Status: IBV_WC_GENERAL_ERR}
+	if int(c.Status) < len(wcStatus) {
+		w.Status = wcStatus[c.Status]
+	}
+	if int(c.Op) < len(wcOpcode) {
+		w.Opcode = wcOpcode[c.Op]
+	}
+	if c.Flags&verbs.WCWithImm != 0 {
+		w.WCFlags |= IBV_WC_WITH_IMM
+		w.ImmData = htonl(uint32(c.Imm))
+	}
+	if c.Flags&verbs.WCWithInv != 0 {
+		w.WCFlags |= IBV_WC_WITH_INV
+		w.ImmData = c.InvalidatedSTag
+	}
+	// vendor_err: the iWARP error (layer, type, code) behind an error.
+	if te, ok := c.Err.(*term.Error); ok && te != nil {
+		w.VendorErr = uint32(te.Layer)<<16 | uint32(te.EType)<<8 | uint32(te.Code)
+	}
+}
+
+// pollCQ is xrnic_poll_cq: a count or a negative errno.
+func pollCQ(h uint64, n int32, wc *wcT) int {
+	c := getT[cqObj](h)
+	if c == nil {
+		return -int(syscall.EBADF)
+	}
+	if n < 0 || (n > 0 && wc == nil) {
+		return -int(syscall.EINVAL)
+	}
+	out := unsafe.Slice(wc, n)
+	total := 0
+	c.pmu.Lock()
+	for total < len(out) {
+		k := c.cq.Poll(c.scratch[:min(len(c.scratch), len(out)-total)])
+		for i := 0; i < k; i++ {
+			toWC(&c.scratch[i], &out[total+i])
+			c.scratch[i].Err = nil
+		}
+		total += k
+		if k < len(c.scratch) {
+			break
+		}
+	}
+	c.pmu.Unlock()
+	return total
+}
+
+func createQP(pdh uint64, in *qpInitT, out *uint64, qpn *uint32) int {
+	p := getT[pdObj](pdh)
+	if p == nil {
+		return fail(syscall.EBADF, "xrnic_create_qp: no such PD")
+	}
+	scq, rcq := getT[cqObj](in.SendCQ), getT[cqObj](in.RecvCQ)
+	if scq == nil || rcq == nil {
+		return fail(syscall.EBADF, "xrnic_create_qp: no such send or receive CQ")
+	}
+	var async *channel
+	if in.AsyncCh != 0 {
+		if async = getT[channel](in.AsyncCh); async == nil {
+			return fail(syscall.EBADF, "xrnic_create_qp: no such async channel")
+		}
+	}
+	a := dev.a
+	sge := int(max(in.MaxSendSGE, in.MaxRecvSGE, 1))
+	if int(in.MaxSendWR) > a.MaxWR || int(in.MaxRecvWR) > a.MaxWR || sge > a.MaxSGE || in.MaxInlineData > maxInline {
+		return fail(syscall.EINVAL, "xrnic_create_qp: max_send_wr %d, max_recv_wr %d (at most %d), SGEs %d (at most %d), max_inline_data %d (at most %d)",
+			in.MaxSendWR, in.MaxRecvWR, a.MaxWR, sge, a.MaxSGE, in.MaxInlineData, maxInline)
+	}
+	sq := int(max(in.MaxSendWR, 1))
+	qp, err := p.pd.CreateQP(verbs.QPAttr{SendCQ: scq.cq, RecvCQ: rcq.cq, SQDepth: sq, RQDepth: int(in.MaxRecvWR),
+		MaxSGE: sge, SigAll: in.SQSigAll != 0})
+	if err != nil {
+		if errors.Is(err, verbs.ErrCQOverflow) {
+			return fail(syscall.ENOMEM, "xrnic_create_qp: %v (send CQ depth %d, receive CQ depth %d, SQ %d, RQ %d)", err,
+				scq.cq.Depth(), rcq.cq.Depth(), sq, in.MaxRecvWR)
+		}
+		if errors.Is(err, verbs.ErrTooManyQPs) {
+			return fail(syscall.ENOMEM, "xrnic_create_qp: %v", err)
+		}
+		return fail(syscall.EINVAL, "xrnic_create_qp: %v", err)
+	}
+	q := &qpObj{qp: qp, pd: p, scq: scq, rcq: rcq, async: async, cookie: in.Cookie, maxSGE: sge, stop: make(chan struct{})}
+	if in.MaxInlineData > 0 {
+		q.inline = int((in.MaxInlineData + 63) &^ 63)
+		q.islots = uint64(2 * sq)
+		q.ibuf = make([]byte, q.inline*int(q.islots))
+		if q.imr, err = p.pd.RegMR(q.ibuf, 0); err != nil {
+			qp.Close()
+			return fail(syscall.ENOMEM, "xrnic_create_qp: inline buffer: %v", err)
+		}
+	}
+	h := handles.add(q)
+	if h == 0 {
+		q.release()
+		return fail(syscall.ENOMEM, "xrnic_create_qp: too many objects")
+	}
+	p.nqps.Add(1)
+	scq.nqps.Add(1)
+	rcq.nqps.Add(1)
+	if async != nil {
+		q.wg.Add(1)
+		go q.watch()
+	}
+	in.MaxSendWR = uint32(sq)
+	in.MaxSendSGE, in.MaxRecvSGE = uint32(sge), uint32(sge)
+	in.MaxInlineData = uint32(q.inline)
+	*out, *qpn = h, qp.Num()
+	return 0
+}
+
+func (q *qpObj) release() {
+	q.qp.Close()
+	if q.imr != nil {
+		q.imr.Dereg()
+	}
+}
+
+// watch queues the QP's async event when an error (a Terminate sent or
+// received, a lost connection) ends it; an orderly close, ToError or
+// destroy is none.
+func (q *qpObj) watch() {
+	defer q.wg.Done()
+	select {
+	case <-q.qp.Done():
+	case <-q.stop:
+		return
+	}
+	err := q.qp.Err()
+	if err == nil || q.closing.Load() {
+		return
+	}
+	code := uint32(IBV_EVENT_QP_FATAL)
+	if te, ok := err.(*term.Error); ok && te != nil && te.EType == 0x1 &&
+		(te.Layer == term.LayerRDMAP || te.Layer == term.LayerDDP) {
+		code = IBV_EVENT_QP_ACCESS_ERR // a protection error
+	}
+	debugf("QP %d: async event %d: %v", q.qp.Num(), code, err)
+	ev := eventT{Kind: xEvAsync, Code: code, Cookie: q.cookie}
+	q.async.push(&ev)
+}
+
+func destroyQP(h uint64) int {
+	ctl.Lock()
+	q := getT[qpObj](h)
+	if q == nil || !handles.remove(h) {
+		ctl.Unlock()
+		return fail(syscall.EBADF, "xrnic_destroy_qp: no such QP")
+	}
+	ctl.Unlock()
+	q.closing.Store(true)
+	close(q.stop)
+	q.release()
+	q.wg.Wait()
+	q.pd.nqps.Add(-1)
+	q.scq.nqps.Add(-1)
+	q.rcq.nqps.Add(-1)
+	return 0
+}
+
+func qpState(h uint64, out *int32) int {
+	q := getT[qpObj](h)
+	if q == nil {
+		return fail(syscall.EBADF, "xrnic_qp_state: no such QP")
+	}
+	switch q.qp.State() {
+	case verbs.QPInit:
+		*out = IBV_QPS_INIT
+	case verbs.QPConnecting:
+		*out = IBV_QPS_RTR
+	case verbs.QPRTS:
+		*out = IBV_QPS_RTS
+	case verbs.QPClosing:
+		*out = IBV_QPS_SQD
+	default:
+		*out = IBV_QPS_ERR
+	}
+	return 0
+}
+
+func qpToError(h uint64) int {
+	q := getT[qpObj](h)
+	if q == nil {
+		return fail(syscall.EBADF, "xrnic_qp_to_error: no such QP")
+	}
+	q.qp.ToError()
+	return 0
+}
+
+func postErr(err error) int {
+	if err == verbs.ErrQueueFull || err == verbs.ErrCQFull {
+		return failErr(syscall.ENOMEM, err)
+	}
+	return failErr(syscall.EINVAL, err)
+}
+
+var errInline = errors.New("xrnic: inline data longer than the QP's max_inline_data, or an inline WR on a QP created without it")
+var errBadWR = errors.New("xrnic: malformed work request (opcode, flags or SGE list)")
+
+// postSend is xrnic_post_send.
+func postSend(h uint64, wrs *sendWRT, n int32, posted *int32) int {
+	if posted != nil {
+		*posted = 0
+	}
+	q := getT[qpObj](h)
+	if q == nil {
+		return int(syscall.EBADF)
+	}
+	if n < 0 || (n > 0 && wrs == nil) {
+		return failErr(syscall.EINVAL, errBadWR)
+	}
+	for i := range unsafe.Slice(wrs, n) {
+		if e := q.post(&unsafe.Slice(wrs, n)[i]); e != 0 {
+			return e
+		}
+		if posted != nil {
+			*posted++
+		}
+	}
+	return 0
+}
+
+var sendOp = [...]verbs.Opcode{
+	wrWrite: verbs.OpWrite, wrWriteWithImm: verbs.OpWriteWithImm, wrSend: verbs.OpSend,
+	wrSendWithInv: verbs.OpSendWithInv, wrRead: verbs.OpRead, wrFetchAdd: verbs.OpFetchAdd,
+	wrCmpSwap: verbs.OpCmpSwap, wrLocalInv: verbs.OpLocalInv, wrImm: verbs.OpImm,
+}
+
+func (q *qpObj) post(w *sendWRT) int {
+	if w.Opcode == 0 || int(w.Opcode) >= len(sendOp) || w.Flags&^(sendSignaled|sendSolicited|sendFence|sendInline) != 0 ||
+		w.NumSGE < 0 || int(w.NumSGE) > q.maxSGE || (w.NumSGE > 0 && w.SgList == nil) {
+		return failErr(syscall.EINVAL, errBadWR)
+	}
+	wr := verbs.SendWR{ID: w.WRID, Op: sendOp[w.Opcode], Imm: w.Imm, InvalidateSTag: w.InvalidateRKey,
+		RemoteSTag: w.RKey, RemoteTO: w.RemoteAddr, CompareAdd: w.CompareAdd, Swap: w.Swap,
+		AddMask: w.AddMask, CompareMask: w.CompareMask, SwapMask: w.SwapMask}
+	if w.Flags&sendSignaled != 0 {
+		wr.Flags |= verbs.FlagSignaled
+	}
+	if w.Flags&sendSolicited != 0 {
+		wr.Flags |= verbs.FlagSolicited
+	}
+	if w.Flags&sendFence != 0 {
+		wr.Flags |= verbs.FlagFence
+	}
+	if w.NumSGE > 0 {
+		// struct xrnic_sge has rnic.SGE's layout; PostSend copies it.
+		wr.SGL = unsafe.Slice((*verbs.SGE)(w.SgList), w.NumSGE)
+	}
+	if w.Flags&sendInline != 0 {
+		switch wr.Op {
+		case verbs.OpSend, verbs.OpSendWithInv, verbs.OpWrite, verbs.OpWriteWithImm:
+			return q.postInline(&wr)
+		}
+	}
+	if err := q.qp.PostSend(&wr); err != nil {
+		return postErr(err)
+	}
+	return 0
+}
+
+// postInline copies the WR's bytes into the next bounce slot and posts it
+// from there.
+func (q *qpObj) postInline(wr *verbs.SendWR) int {
+	var total uint64
+	for i := range wr.SGL {
+		total += uint64(wr.SGL[i].Length)
+	}
+	if total > uint64(q.inline) {
+		return failErr(syscall.EINVAL, errInline)
+	}
+	q.imu.Lock()
+	off := int(q.inext%q.islots) * q.inline
+	dst := q.ibuf[off : off+int(total)]
+	for i := range wr.SGL {
+		s := &wr.SGL[i]
+		if s.Length == 0 {
+			continue
+		}
+		// The SGE's address is the application's pointer (lkey unused).
+		src := unsafe.Slice((*byte)(*(*unsafe.Pointer)(unsafe.Pointer(&s.Addr))), s.Length)
+		dst = dst[copy(dst, src):]
+	}
+	q.isge[0] = q.imr.SGE(off, int(total))
+	wr.SGL = q.isge[:0]
+	if total > 0 {
+		wr.SGL = q.isge[:1]
+	}
+	err := q.qp.PostSend(wr)
+	if err == nil {
+		q.inext++
+	}
+	q.imu.Unlock()
+	if err != nil {
+		return postErr(err)
+	}
+	return 0
+}
+
+// postRecv is xrnic_post_recv.
+func postRecv(h uint64, wrs *recvWRT, n int32, posted *int32) int {
+	if posted != nil {
+		*posted = 0
+	}
+	q := getT[qpObj](h)
+	if q == nil {
+		return int(syscall.EBADF)
+	}
+	if n < 0 || (n > 0 && wrs == nil) {
+		return failErr(syscall.EINVAL, errBadWR)
+	}
+	for i := range unsafe.Slice(wrs, n) {
+		w := &unsafe.Slice(wrs, n)[i]
+		if w.NumSGE < 0 || int(w.NumSGE) > q.maxSGE || (w.NumSGE > 0 && w.SgList == nil) {
+			return failErr(syscall.EINVAL, errBadWR)
+		}
+		wr := verbs.RecvWR{ID: w.WRID}
+		if w.NumSGE > 0 {
+			wr.SGL = unsafe.Slice((*verbs.SGE)(w.SgList), w.NumSGE)
+		}
+		if err := q.qp.PostRecv(&wr); err != nil {
+			return postErr(err)
+		}
+		if posted != nil {
+			*posted++
+		}
+	}
+	return 0
+}

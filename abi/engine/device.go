@@ -1,0 +1,316 @@
+package main
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"log"
+	"net"
+	"os"
+	"runtime/debug"
+	"strings"
+	"sync"
+	"syscall"
+
+	"xrnic/verbs"
+)
+
+// The last failure's text, for xrnic_last_error.
+var lastErr struct {
+	mu  sync.Mutex
+	msg string
+	err error // a sentinel set on the hot path (no formatting)
+}
+
+// fail records a failure and returns its errno.
+func fail(errno syscall.Errno, format string, args ...any) int {
+	msg := fmt.Sprintf(format, args...)
+	lastErr.mu.Lock()
+	lastErr.msg, lastErr.err = msg, nil
+	lastErr.mu.Unlock()
+	debugf("error: %s", msg)
+	return int(errno)
+}
+
+// failErr records err without formatting (post paths).
+func failErr(errno syscall.Errno, err error) int {
+	lastErr.mu.Lock()
+	lastErr.msg, lastErr.err = "", err
+	lastErr.mu.Unlock()
+	return int(errno)
+}
+
+func lastError() string {
+	lastErr.mu.Lock()
+	defer lastErr.mu.Unlock()
+	if lastErr.err != nil {
+		return lastErr.err.Error()
+	}
+	return lastErr.msg
+}
+
+var debugOn bool
+
+func debugf(format string, args ...any) {
+	if debugOn {
+		log.Printf("xrnic: "+format, args...)
+	}
+}
+
+// The device: one per process, refcounted by xrnic_open/xrnic_close.
+var dev struct {
+	mu   sync.Mutex
+	refs int
+	d    *verbs.Device
+	attr deviceAttr
+	a    verbs.Attributes
+}
+
+// config reads the XRNIC_* keys from the environment and XRNIC_CONFIG.
+func config() (map[string]string, error) {
+	cfg := map[string]string{}
+	if path := os.Getenv("XRNIC_CONFIG"); path != "" {
+		f, err := os.Open(path)
+		if err != nil {
+			return nil, fmt.Errorf("XRNIC_CONFIG: %v (unset it or name a readable file of KEY=VALUE lines)", err)
+		}
+		defer f.Close()
+		sc := bufio.NewScanner(f)
+		for n := 1; sc.Scan(); n++ {
+			line := strings.TrimSpace(sc.Text())
+			if line == "" || line[0] == '#' {
+				continue
+			}
+			k, v, ok := strings.Cut(line, "=")
+			if !ok {
+				return nil, fmt.Errorf("XRNIC_CONFIG %s:%d: want KEY=VALUE, got %q", path, n, line)
+			}
+			cfg[strings.TrimSpace(k)] = strings.TrimSpace(v)
+		}
+		if err := sc.Err(); err != nil {
+			return nil, fmt.Errorf("XRNIC_CONFIG %s: %v", path, err)
+		}
+	}
+	for _, k := range []string{"XRNIC_TRANSPORT", "XRNIC_IFACE", "XRNIC_DEBUG"} {
+		if v, ok := os.LookupEnv(k); ok {
+			cfg[k] = v
+		}
+	}
+	for k := range cfg {
+		switch k {
+		case "XRNIC_TRANSPORT", "XRNIC_IFACE", "XRNIC_DEBUG":
+		default:
+			return nil, fmt.Errorf("XRNIC_CONFIG: unknown key %s (known: XRNIC_TRANSPORT, XRNIC_IFACE, XRNIC_DEBUG)", k)
+		}
+	}
+	return cfg, nil
+}
+
+// pickIface returns the named interface, or the first up non-loopback
+// interface with an IPv4 address, else lo.
+func pickIface(name string) (*net.Interface, error) {
+	if name != "" {
+		ifi, err := net.InterfaceByName(name)
+		if err != nil {
+			return nil, fmt.Errorf("XRNIC_IFACE=%s: %v (ip link lists the interfaces)", name, err)
+		}
+		return ifi, nil
+	}
+	ifs, err := net.Interfaces()
+	if err != nil {
+		return nil, fmt.Errorf("list network interfaces: %v", err)
+	}
+	var lo *net.Interface
+	for i := range ifs {
+		ifi := &ifs[i]
+		if ifi.Flags&net.FlagLoopback != 0 {
+			if lo == nil {
+				lo = ifi
+			}
+			continue
+		}
+		if ifi.Flags&net.FlagUp != 0 && ipv4Of(ifi) != nil {
+			return ifi, nil
+		}
+	}
+	if lo == nil {
+		return nil, errors.New("no network interface (not even lo): set XRNIC_IFACE")
+	}
+	return lo, nil
+}
+
+func ipv4Of(ifi *net.Interface) net.IP {
+	addrs, _ := ifi.Addrs()
+	for _, a := range addrs {
+		if n, ok := a.(*net.IPNet); ok {
+			if v4 := n.IP.To4(); v4 != nil {
+				return v4
+			}
+		}
+	}
+	return nil
+}
+
+// mtuEnum is the largest IB MTU (256..4096) that fits the interface MTU
+// less the IPv4 and TCP headers.
+func mtuEnum(ifmtu int) int32 {
+	m := ifmtu - 40
+	switch {
+	case m >= 4096:
+		return IBV_MTU_4096
+	case m >= 2048:
+		return IBV_MTU_2048
+	case m >= 1024:
+		return IBV_MTU_1024
+	case m >= 512:
+		return IBV_MTU_512
+	}
+	return IBV_MTU_256
+}
+
+func version() string {
+	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
+		return bi.Main.Version
+	}
+	return "devel"
+}
+
+const (
+	maxInline  = 256
+	vendorXrn  = 0x78726e // "xrn"
+	maxIRDORD8 = 255
+)
+
+func openDevice() int {
+	dev.mu.Lock()
+	defer dev.mu.Unlock()
+	if dev.refs > 0 {
+		dev.refs++
+		return 0
+	}
+	cfg, err := config()
+	if err != nil {
+		return fail(syscall.EINVAL, "xrnic: %v", err)
+	}
+	debugOn = cfg["XRNIC_DEBUG"] == "1"
+	ifi, err := pickIface(cfg["XRNIC_IFACE"])
+	if err != nil {
+		return fail(syscall.ENODEV, "xrnic: %v", err)
+	}
+	dc := verbs.DeviceConfig{Transport: cfg["XRNIC_TRANSPORT"]}
+	switch dc.Transport {
+	case "", "kernel":
+		dc.Transport = "kernel"
+	case "afxdp":
+		if cfg["XRNIC_IFACE"] == "" {
+			return fail(syscall.EINVAL, "xrnic: XRNIC_TRANSPORT=afxdp needs XRNIC_IFACE=<interface> (the one to attach XDP to)")
+		}
+		dc.XDP.Iface = ifi.Name
+	default:
+		return fail(syscall.EINVAL, "xrnic: XRNIC_TRANSPORT=%q: want kernel or afxdp", dc.Transport)
+	}
+	d, err := verbs.Open(dc)
+	if err != nil {
+		errno := syscall.EIO
+		switch {
+		case errors.Is(err, verbs.ErrPrivileges):
+			errno = syscall.EPERM
+		case errors.Is(err, verbs.ErrNoInterface):
+			errno = syscall.ENODEV
+		case errors.Is(err, verbs.ErrInUse):
+			errno = syscall.EBUSY
+		case errors.Is(err, verbs.ErrXDPAttach):
+			errno = syscall.EOPNOTSUPP
+		}
+		return fail(errno, "xrnic: open the %s transport: %v", dc.Transport, err)
+	}
+	a := d.Attributes()
+	var at deviceAttr
+	copy(at.FwVer[:len(at.FwVer)-1], "xrnic "+version())
+	copy(at.Ifname[:len(at.Ifname)-1], ifi.Name)
+	copy(at.MAC[:], ifi.HardwareAddr)
+	if a.XDP != nil && a.XDP.Addr.Is4() {
+		v4 := a.XDP.Addr.As4()
+		copy(at.IPv4[:], v4[:])
+	} else {
+		copy(at.IPv4[:], ipv4Of(ifi))
+	}
+	at.MaxMRSize = a.MaxMRSize
+	at.PageSizeCap = 4096
+	at.VendorID = vendorXrn
+	at.MaxQP = clamp32(a.MaxQPs)
+	at.MaxQPWR = clamp32(a.MaxWR)
+	at.MaxSGE = clamp32(a.MaxSGE)
+	at.MaxCQ = clamp32(a.MaxQPs * 2)
+	at.MaxCQE = clamp32(a.MaxCQE)
+	at.MaxMR = clamp32(a.MaxMR)
+	at.MaxPD = clamp32(a.MaxQPs)
+	at.MaxQPRdAtom = int32(min(a.MaxIRD, maxIRDORD8))
+	at.MaxQPInitRdAtom = int32(min(a.MaxORD, maxIRDORD8))
+	at.MaxResRdAtom = clamp32(a.MaxIRD * a.MaxQPs)
+	at.MaxInlineData = maxInline
+	at.MaxMsgSz = a.MaxMsgSize
+	if a.AtomicCap == verbs.AtomicGlob {
+		at.AtomicCap = IBV_ATOMIC_GLOB
+	} else {
+		at.AtomicCap = int32(a.AtomicCap)
+	}
+	if a.MaskedAtomics {
+		at.MaskedAtomics = 1
+	}
+	at.PortState = IBV_PORT_DOWN
+	if ifi.Flags&net.FlagUp != 0 && (ifi.Flags&net.FlagRunning != 0 || ifi.Flags&net.FlagLoopback != 0) {
+		at.PortState = IBV_PORT_ACTIVE
+	}
+	mtu := ifi.MTU
+	if a.XDP != nil && a.XDP.MTU > 0 {
+		mtu = a.XDP.MTU
+	}
+	at.IfMTU = int32(mtu)
+	at.ActiveMTU = mtuEnum(mtu)
+	if a.LLP == "afxdp" {
+		at.AFXDP = 1
+	}
+	dev.d, dev.a, dev.attr, dev.refs = d, a, at, 1
+	debugf("opened: transport %s, interface %s, MTU %d", a.LLP, ifi.Name, mtu)
+	return 0
+}
+
+func clamp32(v int) int32 {
+	return int32(min(max(v, 0), 1<<31-1))
+}
+
+func closeDevice() int {
+	dev.mu.Lock()
+	defer dev.mu.Unlock()
+	if dev.refs == 0 {
+		return fail(syscall.EINVAL, "xrnic_close: the device is not open")
+	}
+	dev.refs--
+	if dev.refs > 0 {
+		return 0
+	}
+	err := dev.d.Close()
+	dev.d = nil
+	if err != nil {
+		return fail(syscall.EIO, "xrnic: close the device: %v", err)
+	}
+	return 0
+}
+
+// device returns the open device, or nil.
+func device() *verbs.Device {
+	dev.mu.Lock()
+	defer dev.mu.Unlock()
+	return dev.d
+}
+
+func queryDevice(out *deviceAttr) int {
+	dev.mu.Lock()
+	defer dev.mu.Unlock()
+	if dev.d == nil {
+		return fail(syscall.ENODEV, "xrnic_query_device: the device is not open (xrnic_open first)")
+	}
+	*out = dev.attr
+	return 0
+}
