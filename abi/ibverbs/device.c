@@ -161,6 +161,7 @@ EXPORT struct ibv_context *ibv_open_device(struct ibv_device *device)
 		return NULL;
 	}
 	x->magic = XCTX_MAGIC;
+	pthread_mutex_init(&x->lock, NULL);
 	c = &x->vctx.context;
 	c->device = device;
 	c->cmd_fd = -1;
@@ -184,6 +185,7 @@ EXPORT int ibv_close_device(struct ibv_context *context)
 	xrnic_chan_destroy(x->async_ch);
 	xrnic_close();
 	pthread_mutex_destroy(&context->mutex);
+	pthread_mutex_destroy(&x->lock);
 	free(x);
 	return 0;
 }
@@ -417,6 +419,24 @@ EXPORT int ibv_get_pkey_index(struct ibv_context *context, uint8_t port_num,
 
 /* ---- async events ------------------------------------------------------ */
 
+/* The event types whose element is a QP (ibv_get_async_event(3)). */
+static int qp_event(enum ibv_event_type t)
+{
+	switch (t) {
+	case IBV_EVENT_QP_FATAL:
+	case IBV_EVENT_QP_REQ_ERR:
+	case IBV_EVENT_QP_ACCESS_ERR:
+	case IBV_EVENT_COMM_EST:
+	case IBV_EVENT_SQ_DRAINED:
+	case IBV_EVENT_PATH_MIG:
+	case IBV_EVENT_PATH_MIG_ERR:
+	case IBV_EVENT_QP_LAST_WQE_REACHED:
+		return 1;
+	default:
+		return 0;
+	}
+}
+
 EXPORT int ibv_get_async_event(struct ibv_context *context,
 			       struct ibv_async_event *event)
 {
@@ -430,6 +450,8 @@ EXPORT int ibv_get_async_event(struct ibv_context *context,
 		return -1;
 	}
 	for (;;) {
+		struct xqp *q, *found = NULL;
+
 		if (read(context->async_fd, &n, sizeof(n)) != sizeof(n))
 			return -1; /* errno from read: EAGAIN if non-blocking */
 		err = xrnic_chan_get(x->async_ch, &ev);
@@ -439,37 +461,29 @@ EXPORT int ibv_get_async_event(struct ibv_context *context,
 			errno = err;
 			return -1;
 		}
-		break;
-	}
-	memset(event, 0, sizeof(*event));
-	event->event_type = (enum ibv_event_type)ev.code;
-	switch (event->event_type) {
-	case IBV_EVENT_PORT_ACTIVE:
-	case IBV_EVENT_PORT_ERR:
-	case IBV_EVENT_LID_CHANGE:
-	case IBV_EVENT_PKEY_CHANGE:
-	case IBV_EVENT_SM_CHANGE:
-	case IBV_EVENT_CLIENT_REREGISTER:
-	case IBV_EVENT_GID_CHANGE:
-		event->element.port_num = 1;
-		break;
-	case IBV_EVENT_CQ_ERR: {
-		struct xcq *cq = (struct xcq *)(uintptr_t)ev.cookie;
-		event->element.cq = cq ? &cq->cq : NULL;
-		break;
-	}
-	case IBV_EVENT_DEVICE_FATAL:
-		break;
-	default: {
-		struct xqp *qp = (struct xqp *)(uintptr_t)ev.cookie;
-		if (qp) {
-			pthread_mutex_lock(&qp->qp.mutex);
-			qp->events_reported++;
-			pthread_mutex_unlock(&qp->qp.mutex);
-			event->element.qp = &qp->qp;
+		memset(event, 0, sizeof(*event));
+		event->event_type = (enum ibv_event_type)ev.code;
+		if (!ev.cookie || !qp_event(event->event_type)) {
+			/* the port's or the device's */
+			if (event->event_type != IBV_EVENT_DEVICE_FATAL)
+				event->element.port_num = 1;
+			return 0;
 		}
-		break;
-	}
+		/* A QP's: only one still alive, never a stale pointer. */
+		pthread_mutex_lock(&x->lock);
+		for (q = x->qps; q; q = q->next)
+			if ((uintptr_t)q == ev.cookie)
+				found = q;
+		if (found) {
+			pthread_mutex_lock(&found->qp.mutex);
+			found->events_reported++;
+			pthread_mutex_unlock(&found->qp.mutex);
+		}
+		pthread_mutex_unlock(&x->lock);
+		if (found) {
+			event->element.qp = &found->qp;
+			return 0;
+		}
 	}
 	return 0;
 }
@@ -478,26 +492,15 @@ EXPORT void ibv_ack_async_event(struct ibv_async_event *event)
 {
 	if (!event)
 		return;
-	switch (event->event_type) {
-	case IBV_EVENT_QP_FATAL:
-	case IBV_EVENT_QP_REQ_ERR:
-	case IBV_EVENT_QP_ACCESS_ERR:
-	case IBV_EVENT_COMM_EST:
-	case IBV_EVENT_SQ_DRAINED:
-	case IBV_EVENT_PATH_MIG:
-	case IBV_EVENT_PATH_MIG_ERR:
-	case IBV_EVENT_QP_LAST_WQE_REACHED: {
+	if (qp_event(event->event_type)) {
 		struct ibv_qp *qp = event->element.qp;
+
 		if (!to_xqp(qp))
 			return;
 		pthread_mutex_lock(&qp->mutex);
 		qp->events_completed++;
 		pthread_cond_signal(&qp->cond);
 		pthread_mutex_unlock(&qp->mutex);
-		break;
-	}
-	default:
-		break;
 	}
 }
 

@@ -39,6 +39,8 @@ struct xctx {
 	uint32_t magic;
 	uint64_t async_ch;
 	struct xrnic_device_attr attr; /* as of open */
+	pthread_mutex_t lock;	/* guards qps */
+	struct xqp *qps;	/* live QPs: async events name only these */
 };
 
 struct xpd {
@@ -78,6 +80,7 @@ struct xqp {
 	int access;		/* as set by ibv_modify_qp */
 	uint8_t max_rd_atomic, max_dest_rd_atomic;
 	uint32_t events_reported; /* under qp.mutex */
+	struct xqp *next;	  /* on its context's list */
 };
 
 static inline struct xctx *to_xctx(struct ibv_context *c)

@@ -75,7 +75,7 @@ static struct ibv_mr *reg_mr(struct ibv_pd *pd, void *addr, size_t length,
 			   &stag);
 	if (err) {
 		free(x);
-		errno = err;
+		errno = xrnic_ibv_report("ibv_reg_mr", err);
 		return NULL;
 	}
 	x->magic = XMR_MAGIC;
@@ -308,7 +308,7 @@ EXPORT int ibv_destroy_cq(struct ibv_cq *cq)
 	}
 	/* As rdma-core: wait until every reported event is acknowledged. */
 	pthread_mutex_lock(&cq->mutex);
-	while (cq->comp_events_completed != x->comp_events_reported)
+	while ((int32_t)(x->comp_events_reported - cq->comp_events_completed) > 0)
 		pthread_cond_wait(&cq->cond, &cq->mutex);
 	pthread_mutex_unlock(&cq->mutex);
 	x->magic = 0;
@@ -392,6 +392,10 @@ static struct ibv_qp *create_qp(struct ibv_context *context, struct ibv_pd *pd,
 		xrnic_qp_state(x->h, &st);
 		x->qp.state = (enum ibv_qp_state)st;
 	}
+	pthread_mutex_lock(&c->lock);
+	x->next = c->qps;
+	c->qps = x;
+	pthread_mutex_unlock(&c->lock);
 	return &x->qp;
 }
 
@@ -442,16 +446,27 @@ EXPORT struct ibv_qp_ex *ibv_qp_to_qp_ex(struct ibv_qp *qp)
 
 EXPORT int ibv_destroy_qp(struct ibv_qp *qp)
 {
-	struct xqp *x = to_xqp(qp);
+	struct xqp *x = to_xqp(qp), **pp;
+	struct xctx *c;
 	int err;
 
 	if (!x)
 		return EINVAL;
 	err = xrnic_destroy_qp(x->h);
 	if (err)
-		return err; /* EBUSY: still connected through an rdma_cm id */
+		return err; /* EBUSY: the engine still uses it */
+	c = to_xctx(qp->context);
+	if (c) {
+		pthread_mutex_lock(&c->lock);
+		for (pp = &c->qps; *pp; pp = &(*pp)->next)
+			if (*pp == x) {
+				*pp = x->next;
+				break;
+			}
+		pthread_mutex_unlock(&c->lock);
+	}
 	pthread_mutex_lock(&qp->mutex);
-	while (qp->events_completed != x->events_reported)
+	while ((int32_t)(x->events_reported - qp->events_completed) > 0)
 		pthread_cond_wait(&qp->cond, &qp->mutex);
 	pthread_mutex_unlock(&qp->mutex);
 	x->magic = 0;
