@@ -71,6 +71,16 @@ type InlineConn interface {
 	StartInline(step TxStep) (kick func())
 }
 
+// TryWriter is a Conn that can write without blocking, so the engine can
+// transmit in the goroutine that posted the work (or received the request)
+// instead of waking its transmitter: TryWrite writes what the connection
+// takes now, possibly a prefix of p (n < len(p), err nil), and fails only
+// when the connection is unusable. Calls never overlap with each other or
+// with Write.
+type TryWriter interface {
+	TryWrite(p []byte) (n int, err error)
+}
+
 // Aborter is a Conn that can be closed at once with a reset (TCP RST), for
 // connections refused before anything is read.
 type Aborter interface {

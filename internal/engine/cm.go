@@ -412,6 +412,8 @@ func (qp *QP) establish(llp LLP, info ConnInfo, rtr mpa.RTR) error {
 	if il, ok := llp.(transport.InlineConn); ok {
 		qp.fpduEnds = make([]int, 0, 64)
 		qp.txKick = il.StartInline(qp.txStep)
+	} else if tw, ok := llp.(transport.TryWriter); ok && !qp.dev.cfg.NoInlineTx {
+		qp.txi.w = tw
 	}
 	qp.txStarted = true
 	qp.wg.Add(1)

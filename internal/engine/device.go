@@ -49,6 +49,10 @@ type Config struct {
 	// (transport/kernel: no privileges); transport/afxdp is the
 	// user-space TCP over AF_XDP sockets.
 	Transport transport.Transport
+
+	// NoInlineTx turns off inline transmission (txinline.go): every
+	// transmission then wakes the QP's transmit goroutine. For measuring.
+	NoInlineTx bool
 }
 
 func (c *Config) setDefaults() {

@@ -202,6 +202,7 @@ type QP struct {
 	// goroutine to run txStep instead of ringing the doorbell; runTx then
 	// only handles the end of the stream.
 	txKick func()
+	txi    txInline // inline transmission (txinline.go)
 
 	stats counters
 }
@@ -438,7 +439,7 @@ func (qp *QP) PostSend(wr *SendWR) error {
 	}
 	qp.sqTail++
 	qp.mu.Unlock()
-	qp.ring()
+	qp.kick()
 	return nil
 }
 

@@ -92,7 +92,7 @@ func (qp *QP) rxEOF(fin bool) bool {
 func (qp *QP) input(p []byte) bool {
 	qp.rxBytes.Add(uint64(len(p)))
 	qp.rxReader.Enter()
-	ok := true
+	ok, want := true, false
 	for len(p) > 0 {
 		ulpdu, k, err := qp.deframer.Next(p)
 		if err != nil {
@@ -116,10 +116,15 @@ func (qp *QP) input(p []byte) bool {
 		if e := qp.handleLocked(ulpdu); e != nil {
 			qp.fatalLocked(e, ulpdu, true)
 		}
+		want = want || qp.txi.rxWant
+		qp.txi.rxWant = false
 		qp.mu.Unlock()
 	}
 	qp.rxReader.Exit()
 	qp.rxPartial.Store(qp.deframer.Pending() > 0)
+	if want {
+		qp.kick() // answer in this goroutine (txinline.go)
+	}
 	return ok
 }
 
@@ -149,7 +154,7 @@ func (qp *QP) handleLocked(ulpdu []byte) *term.Error {
 		// first FPDU; in peer-to-peer mode that FPDU is the RTR (RFC 6581).
 		qp.rxFirst = false
 		qp.txOpen = true
-		qp.ring()
+		qp.ringRx()
 		if qp.rxAwaitRTR && op != rdmap.OpTerminate { // a Terminate reports a failed setup
 			qp.rxAwaitRTR = false
 			rtr := qp.conn.RTR
@@ -228,7 +233,7 @@ func (qp *QP) rxReadResponse(seg ddp.Segment, pl []byte) *term.Error {
 			return term.DDPTaggedBaseBounds
 		}
 		qp.ordHead++
-		qp.ring()
+		qp.ringRx()
 		return nil
 	}
 	e, sgl := qp.sqSlot(seq)
@@ -267,7 +272,7 @@ func (qp *QP) rxReadResponse(seg ddp.Segment, pl []byte) *term.Error {
 		e.state = sqDone
 		qp.ordHead++
 		qp.completeSQLocked()
-		qp.ring()
+		qp.ringRx()
 	}
 	return nil
 }
@@ -427,7 +432,7 @@ func (qp *QP) rxReadRequest(seg ddp.Segment, pl []byte) *term.Error {
 	qp.irdTail++
 	qp.inReqMSN++
 	qp.prevWrite = false
-	qp.ring()
+	qp.ringRx()
 	return nil
 }
 
@@ -462,7 +467,7 @@ func (qp *QP) rxAtomicRequest(seg ddp.Segment, pl []byte) *term.Error {
 	qp.irdTail++
 	qp.inReqMSN++
 	qp.prevWrite = false
-	qp.ring()
+	qp.ringRx()
 	return nil
 }
 
@@ -502,7 +507,7 @@ func (qp *QP) rxAtomicResponse(seg ddp.Segment, pl []byte) *term.Error {
 	qp.atomRespExp++
 	qp.ordHead++
 	qp.completeSQLocked()
-	qp.ring()
+	qp.ringRx()
 	return nil
 }
 

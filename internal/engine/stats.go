@@ -34,6 +34,7 @@ type counters struct {
 	txBytes, rxBytes [16]atomic.Uint64
 	txFPDUs, rxFPDUs atomic.Uint64
 	txBatches        atomic.Uint64
+	txInline         atomic.Uint64 // of txBatches, written by the posting or receiving goroutine
 	termsSent        []atomic.Uint64
 	termsRecv        []atomic.Uint64
 	termsSiw         atomic.Uint64    // received in Linux siw's control word layout
@@ -82,7 +83,7 @@ func (qp *QP) Stats() Stats {
 		s.TxBytes[i] = c.txBytes[i].Load()
 		s.RxBytes[i] = c.rxBytes[i].Load()
 	}
-	s.TxFPDUs, s.RxFPDUs, s.TxBatches = c.txFPDUs.Load(), c.rxFPDUs.Load(), c.txBatches.Load()
+	s.TxFPDUs, s.RxFPDUs, s.TxBatches, s.TxInline = c.txFPDUs.Load(), c.rxFPDUs.Load(), c.txBatches.Load(), c.txInline.Load()
 	s.FetchAdds, s.CmpSwaps, s.CmpSwapMatched = c.atomics[0].Load(), c.atomics[1].Load(), c.cmpSwapMatched.Load()
 	s.Stalled = qp.stalls.Load()
 	collect := func(src []atomic.Uint64) []TermCount {

@@ -29,6 +29,16 @@ func (qp *QP) runTx() {
 		}
 		for {
 			qp.mu.Lock()
+			if qp.txHandoffLocked() {
+				qp.mu.Unlock()
+				continue
+			}
+			if qp.txi.busy {
+				// An inline transmitter has txbuf; it rings when done.
+				qp.txi.more = true
+				qp.mu.Unlock()
+				break
+			}
 			if qp.termPending {
 				h := qp.framer.HeaderLen()
 				copy(qp.txbuf[h:], qp.termULPDU[:qp.termLen])
@@ -70,6 +80,7 @@ func (qp *QP) runTx() {
 				// are done once built: complete them now.
 				qp.completeSQLocked()
 			}
+			qp.txi.busy = n > 0
 			qp.mu.Unlock()
 			qp.syncInvalidations()
 			if n == 0 {
@@ -83,6 +94,7 @@ func (qp *QP) runTx() {
 				qp.stats.txBatches.Add(1)
 				qp.markWrittenLocked()
 			}
+			qp.txi.busy, qp.txi.more = false, false
 			qp.mu.Unlock()
 		}
 	}

@@ -239,6 +239,7 @@ type Stats struct {
 	TxBytes, RxBytes [16]uint64
 	TxFPDUs, RxFPDUs uint64
 	TxBatches        uint64 // LLP writes
+	TxInline         uint64 // of TxBatches, written inline by the goroutine that posted or received (kernel transport)
 	TermsSent        []TermCount
 	TermsRecv        []TermCount
 	// TermsRecvSiw counts the received Terminates (of TermsRecv) whose

@@ -76,6 +76,7 @@ func (l *Listener) Close() error { return l.ln.Close() }
 type tcpConn struct {
 	*net.TCPConn
 	emss int
+	tw   tryWrite
 }
 
 // NewConn adapts an established kernel TCP connection: it disables Nagle
@@ -87,7 +88,9 @@ func NewConn(c *net.TCPConn) transport.Conn {
 	if emss <= 0 {
 		emss = 1460
 	}
-	return &tcpConn{TCPConn: c, emss: emss}
+	t := &tcpConn{TCPConn: c, emss: emss}
+	t.tw.init(c)
+	return t
 }
 
 func (t *tcpConn) EMSS() int { return t.emss }
