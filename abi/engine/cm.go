@@ -140,14 +140,9 @@ func newID(ch *channel, cookie uint64) *cmID {
 	return id
 }
 
-// emit queues an rdma_cm event for the id unless it was destroyed; fill
-// completes it. Holding mu makes destroy's "no events after return" hold.
-func (id *cmID) emit(code uint32, status int32, fill func(*eventT)) {
-	id.mu.Lock()
-	defer id.mu.Unlock()
-	id.emitLocked(code, status, fill)
-}
-
+// emitLocked queues an rdma_cm event for the id unless it was destroyed;
+// fill completes it. Called with mu held, which makes destroy's "no
+// events after return" hold.
 func (id *cmID) emitLocked(code uint32, status int32, fill func(*eventT)) {
 	if id.destroyed {
 		return
