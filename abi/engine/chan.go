@@ -12,7 +12,7 @@ import (
 // that make them (one armed notification per CQ, one async event per QP, a
 // few rdma_cm events per id), so it is never reached in practice; if it
 // is, the event is dropped and xrnic_last_error says so.
-const maxQueued = 1 << 20
+const maxQueued = 1 << 15
 
 // channel is an eventfd in semaphore mode and the queue of events it
 // counts: push queues, then adds 1; the C side reads 1 then takes 1.

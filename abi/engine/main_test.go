@@ -637,3 +637,28 @@ func TestDeviceAttr(t *testing.T) {
 		}
 	}
 }
+
+// qp_to_error flushes and ends the connection: DISCONNECTED on both
+// sides, no async event (it was asked for). migrate_id moves the events.
+func TestToErrorAndMigrate(t *testing.T) {
+	p := connect(t, sideOpts{}, sideOpts{})
+	other := newChan(t)
+	must(t, migrateID(p.cid, other.h))
+	postR(t, p.c.qp, 1, p.c.sge(0, 8))
+	must(t, qpToError(p.c.qp))
+	if wc := poll(t, p.c.rcq, 1)[0]; wc.WRID != 1 || wc.Status != IBV_WC_WR_FLUSH_ERR {
+		t.Fatalf("receive after qp_to_error %+v", wc)
+	}
+	var st int32
+	must(t, qpState(p.c.qp, &st))
+	if st != IBV_QPS_ERR {
+		t.Fatalf("state %d after qp_to_error", st)
+	}
+	other.expectCM(t, RDMA_CM_EVENT_DISCONNECTED, p.cookieC)
+	p.sch.expectCM(t, RDMA_CM_EVENT_DISCONNECTED, p.cookieS)
+	destroyQP(p.c.qp)
+	destroyQP(p.s.qp)
+	for _, ch := range []*testChan{p.cch, other, p.c.async, p.s.async} {
+		ch.empty(t)
+	}
+}
