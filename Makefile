@@ -50,10 +50,10 @@ fuzz-short: ## run every fuzz target for FUZZTIME (default 3s)
 fuzz: ## run every fuzz target for 2 minutes (override FUZZTIME)
 	FUZZTIME=2m scripts/fuzz.sh
 
-bench: bin ## the full xrnic-perf sweep (~10-15 min): JSON and SVG charts in results/, table in docs/PERFORMANCE.md
+bench: bin ## the full xrnic-perf sweep (~10-15 min), then the goal table of issue 16 at MTU 1500 and 9000 (3 interleaved repetitions): results/ and docs/PERFORMANCE.md
 	bin/xrnic-perf bench
 
-bench-quick: bin ## a short sweep into results/ (docs untouched)
+bench-quick: bin ## a short sweep into results/ (docs untouched; no goal table: bin/xrnic-perf bench --goals makes that)
 	bin/xrnic-perf bench --quick --doc ""
 
 # Hot paths: FPDU build/parse (mpa, ddp, rdmap, crc32c), placement checks

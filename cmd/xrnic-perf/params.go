@@ -128,7 +128,8 @@ Both sides take the same options (as in perftest). Other commands:
                                                  raw AF_XDP stream of full-size frames (root; -s defaults to the MTU's
                                                  payload, multi-buffer above a 4 KiB chunk; -n frames, default 1000000)
   xrnic-perf demo [--quick]                      the guided tour (make demo)
-  xrnic-perf bench [--out DIR] [--quick]         the full sweep (make bench)
+  xrnic-perf bench [--out DIR] [--quick]         the full sweep and the goal table of issue 16 (make bench; --quick: a short sweep only)
+  xrnic-perf bench --goals [--reps N]            only the goal table: every run it needs, N interleaved repetitions (default 3), medians
 Options:
 `
 

@@ -10,5 +10,6 @@
 // procs.go the processes and one server/client run, demo.go the demo and
 // its comparison, tour.go xrnicd and the xrnicctl tour, sweep.go the
 // sweep, charts.go and svg.go its charts, summary.go SUMMARY.md and the
-// section of docs/PERFORMANCE.md.
+// section of docs/PERFORMANCE.md, goals.go the goal table of issue 16
+// (bench --goals, and after the full sweep) and its section of the doc.
 package perfsuite

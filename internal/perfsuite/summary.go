@@ -138,17 +138,23 @@ func summary(runs []benchRun, link, out string, charts []string, quick bool) str
 // updateDoc replaces the bench section of the doc (appending it the first
 // time); everything outside the markers is kept.
 func updateDoc(path, section string) error {
+	return updateSection(path, benchBegin, benchEnd, section)
+}
+
+// updateSection replaces the section between the markers begin and end
+// (appending it the first time); everything outside them is kept.
+func updateSection(path, begin, end, section string) error {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return err
 	}
 	s := string(b)
-	block := benchBegin + "\n\n" + section + "\n" + benchEnd + "\n"
-	i, j := strings.Index(s, benchBegin), strings.Index(s, benchEnd)
+	block := begin + "\n\n" + section + "\n" + end + "\n"
+	i, j := strings.Index(s, begin), strings.Index(s, end)
 	switch {
 	case i >= 0 && j > i:
-		s = s[:i] + block + s[j+len(benchEnd):]
-		s = strings.Replace(s, benchEnd+"\n\n", benchEnd+"\n", 1)
+		s = s[:i] + block + s[j+len(end):]
+		s = strings.Replace(s, end+"\n\n", end+"\n", 1)
 	case i < 0 && j < 0:
 		s = strings.TrimRight(s, "\n") + "\n\n" + block
 	default:

@@ -29,15 +29,23 @@ type benchRun struct {
 	Error     string           `json:"error,omitempty"`
 }
 
-// Bench is `xrnic-perf bench [--out DIR] [--doc FILE] [--quick] [--replot DIR]`;
-// it returns the exit status.
+// Bench is `xrnic-perf bench [--out DIR] [--doc FILE] [--quick | --goals
+// [--reps N]] [--replot DIR]`; it returns the exit status. The full
+// sweep ends with the goal table (goals.go); --quick skips it, --goals
+// runs only it, with fewer iterations.
 func Bench(ctx context.Context, args []string) int {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	out := fs.String("out", "", "results folder (default results/YYYYMMDD-HHMMSS)")
 	doc := fs.String("doc", "docs/PERFORMANCE.md", "performance doc whose bench section is rewritten (\"\" for none)")
 	quick := fs.Bool("quick", false, "a short sweep (fewer sizes and iterations)")
 	replot := fs.String("replot", "", "only redraw the charts of this results folder from its all.json")
+	goalsOnly := fs.Bool("goals", false, "only the goal table of issue 16 (fewer iterations; both MTUs as root), into the goal section of --doc")
+	reps := fs.Int("reps", 3, "repetitions of every goal run, interleaved (the table takes their medians)")
 	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if *reps < 1 || (*goalsOnly && *quick) {
+		fmt.Fprintln(os.Stderr, "bench: --reps is at least 1; --goals and --quick do not go together")
 		return 2
 	}
 	if *replot != "" {
@@ -68,7 +76,17 @@ func Bench(ctx context.Context, args []string) int {
 		return 1
 	}
 	e.keep, e.runTimeout = filepath.Join(*out, "runs"), 10*time.Minute
-	err = e.sweep(ctx, *out, *doc, *quick)
+	switch {
+	case *goalsOnly:
+		e.runTimeout = 2 * time.Minute
+		err = e.goals(ctx, *out, *doc, goalsQuick, *reps)
+	case *quick:
+		err = e.sweep(ctx, *out, *doc, true)
+	default:
+		if err = e.sweep(ctx, *out, *doc, false); err == nil {
+			err = e.goals(ctx, *out, *doc, goalsFull, *reps)
+		}
+	}
 	e.cleanup()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)

@@ -29,11 +29,15 @@ var loopback = topology{ipA: "127.0.0.1"}
 // every run use the same transport, so GSO stays on (limiting it would
 // slow the kernel-TCP runs tenfold; only a kernel-TCP peer of an afxdp end
 // needs it, see docs/PERFORMANCE.md).
-func newVethPair() (topology, error) {
+func newVethPair() (topology, error) { return newVethPairMTU(0) }
+
+// newVethPairMTU is newVethPair with the MTU of both ends (0 keeps 1500).
+func newVethPairMTU(mtu int) (topology, error) {
 	const devA, devB = "xdemoa", "xdemob"
 	nt, err := netns.New(netns.Options{Prefix: nsPrefix, Links: []netns.Link{{
-		A: netns.End{NS: "a", Dev: devA, Addr: netip.MustParsePrefix("198.18.0.1/24")},
-		B: netns.End{NS: "b", Dev: devB, Addr: netip.MustParsePrefix("198.18.0.2/24")},
+		A:   netns.End{NS: "a", Dev: devA, Addr: netip.MustParsePrefix("198.18.0.1/24")},
+		B:   netns.End{NS: "b", Dev: devB, Addr: netip.MustParsePrefix("198.18.0.2/24")},
+		MTU: mtu,
 	}}})
 	if err != nil {
 		return topology{}, err
