@@ -32,18 +32,23 @@ static void chan_free(struct xchan *ch)
 	free(ch);
 }
 
-/* Drops one user; called with xcm_lock held. 1: the caller frees it. */
-static int chan_drop(struct xchan *ch)
+/* Drops one user (an id, or a waiter: a thread taking events); called
+   with xcm_lock held. 1: the caller frees it. */
+static int chan_drop(struct xchan *ch, int waiter)
 {
-	return --ch->nids == 0 && (ch->closed || ch->internal);
+	if (waiter)
+		ch->waiters--;
+	else
+		ch->nids--;
+	return ch->nids + ch->waiters == 0 && (ch->closed || ch->internal);
 }
 
-static void chan_release(struct xchan *ch)
+static void chan_release(struct xchan *ch, int waiter)
 {
 	int last;
 
 	pthread_mutex_lock(&xcm_lock);
-	last = chan_drop(ch);
+	last = chan_drop(ch, waiter);
 	pthread_mutex_unlock(&xcm_lock);
 	if (last)
 		chan_free(ch);
@@ -80,7 +85,7 @@ static struct xchan *chan_new(int internal)
 }
 
 /* The live channel behind c, with one more user; NULL: EINVAL. */
-static struct xchan *chan_ref(struct rdma_event_channel *c)
+static struct xchan *chan_ref(struct rdma_event_channel *c, int waiter)
 {
 	struct xchan *ch = NULL;
 
@@ -89,6 +94,8 @@ static struct xchan *chan_ref(struct rdma_event_channel *c)
 		ch = (struct xchan *)c;
 		if (ch->closed)
 			ch = NULL;
+		else if (waiter)
+			ch->waiters++;
 		else
 			ch->nids++;
 	}
@@ -119,7 +126,7 @@ XAPI void rdma_destroy_event_channel(struct rdma_event_channel *c)
 		xtab_del((uintptr_t)c, XT_OBJ);
 		ch->closed = 1;
 		users = ch->nids;
-		now = users == 0;
+		now = users + ch->waiters == 0;
 	}
 	pthread_mutex_unlock(&xcm_lock);
 	if (!ch) {
@@ -128,7 +135,7 @@ XAPI void rdma_destroy_event_channel(struct rdma_event_channel *c)
 	}
 	if (now)
 		chan_free(ch);
-	else
+	else if (users)
 		xcm_say("rdma_destroy_event_channel: rdma_cm_ids still use the channel; "
 			"it closes when the last of them is destroyed (destroy ids first)");
 }
@@ -279,14 +286,14 @@ XAPI int rdma_create_id(struct rdma_event_channel *c, struct rdma_cm_id **idp,
 	}
 	if (!xcm_device())
 		return -1;
-	ch = c ? chan_ref(c) : chan_new(1);
+	ch = c ? chan_ref(c, 0) : chan_new(1);
 	if (!ch)
 		return -1;
 	x = id_new(ch, 0, !c, context, ps, 1);
 	if (!x) {
 		int e = errno;
 
-		chan_release(ch);
+		chan_release(ch, 0);
 		return xfail(e);
 	}
 	*idp = &x->pub;
@@ -316,7 +323,7 @@ XAPI int rdma_destroy_id(struct rdma_cm_id *p)
 	x->pub.event = NULL;
 	if (held)
 		rdma_ack_cm_event(held);
-	chan_release(x->chan);
+	chan_release(x->chan, 0);
 	xid_unref(x);
 	return 0;
 }
@@ -329,14 +336,14 @@ XAPI int rdma_migrate_id(struct rdma_cm_id *p, struct rdma_event_channel *c)
 
 	if (!x)
 		return -1;
-	ch = c ? chan_ref(c) : chan_new(1);
+	ch = c ? chan_ref(c, 0) : chan_new(1);
 	if (!ch) {
 		xid_unref(x);
 		return -1;
 	}
 	err = xrnic_cm_migrate_id(x->h, ch->h);
 	if (err) {
-		chan_release(ch);
+		chan_release(ch, 0);
 		xid_unref(x);
 		return xfail(xrnic_ibv_report("rdma_migrate_id", err));
 	}
@@ -344,7 +351,7 @@ XAPI int rdma_migrate_id(struct rdma_cm_id *p, struct rdma_event_channel *c)
 	x->chan = ch;
 	x->sync = !c;
 	x->pub.channel = &ch->pub;
-	chan_release(old);
+	chan_release(old, 0);
 	xid_unref(x);
 	return 0;
 }
@@ -366,7 +373,7 @@ static struct xid *child_new(struct xid *l, const struct xrnic_event *raw)
 		err = xrnic_cm_migrate_id(raw->new_id, ch->h);
 		if (err) {
 			xrnic_ibv_report("rdma_get_cm_event", err);
-			chan_release(ch);
+			chan_release(ch, 0);
 			return NULL;
 		}
 	} else {
@@ -378,7 +385,7 @@ static struct xid *child_new(struct xid *l, const struct xrnic_event *raw)
 	}
 	c = id_new(ch, raw->new_id, l->sync, l->pub.context, l->pub.ps, 2);
 	if (!c) {
-		chan_release(ch);
+		chan_release(ch, 0);
 		return NULL;
 	}
 	c->pub.verbs = xcm_device();
@@ -507,17 +514,17 @@ XAPI int rdma_get_cm_event(struct rdma_event_channel *c, struct rdma_cm_event **
 
 	if (!evp)
 		return xfail(EINVAL);
-	ch = chan_ref(c);
+	ch = chan_ref(c, 1);
 	if (!ch)
 		return -1;
 	ret = get_event(ch, evp);
 	if (ret) {
 		int e = errno;
 
-		chan_release(ch);
+		chan_release(ch, 1);
 		return xfail(e);
 	}
-	chan_release(ch);
+	chan_release(ch, 1);
 	return 0;
 }
 
@@ -553,11 +560,11 @@ static int sync_wait(struct xid *x, enum rdma_cm_event_type want)
 	x->pub.event = NULL;
 	if (old)
 		rdma_ack_cm_event(old);
-	ch = chan_ref(&x->chan->pub);
+	ch = chan_ref(&x->chan->pub, 1);
 	if (!ch)
 		return -1;
 	st = get_event(ch, &ev);
-	chan_release(ch);
+	chan_release(ch, 1);
 	if (st)
 		return -1;
 	x->pub.event = ev;
@@ -951,11 +958,11 @@ int xcm_sync_request(struct xid *l, struct rdma_cm_id **idp)
 	struct xid *c;
 	int st;
 
-	ch = chan_ref(&l->chan->pub);
+	ch = chan_ref(&l->chan->pub, 1);
 	if (!ch)
 		return -1;
 	st = get_event(ch, &ev);
-	chan_release(ch);
+	chan_release(ch, 1);
 	if (st)
 		return -1;
 	if (ev->event != RDMA_CM_EVENT_CONNECT_REQUEST) {

@@ -22,6 +22,7 @@ struct xchan {
 	struct rdma_event_channel pub; /* first: the application's pointer */
 	uint64_t h;		       /* the engine's channel */
 	int nids;		       /* ids whose events come here */
+	int waiters;		       /* threads in rdma_get_cm_event on it */
 	int closed;		       /* destroyed by the application */
 	int internal;		       /* made for a synchronous id */
 };

@@ -315,6 +315,9 @@ XAPI int rdma_create_ep(struct rdma_cm_id **idp, struct rdma_addrinfo *res, stru
 	if (rdma_create_id(NULL, &id, NULL, res->ai_port_space ? res->ai_port_space : RDMA_PS_TCP))
 		return -1;
 	x = (struct xid *)id;
+	/* As librdmacm: the QP's type is the address's (RC for RDMA_PS_TCP). */
+	if (attr)
+		attr->qp_type = res->ai_qp_type ? (enum ibv_qp_type)res->ai_qp_type : IBV_QPT_RC;
 	if (res->ai_flags & RAI_PASSIVE) {
 		if (rdma_bind_addr(id, res->ai_src_addr))
 			goto fail;

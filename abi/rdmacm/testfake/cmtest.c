@@ -329,6 +329,7 @@ static void test_sync(void)
 	sem_wait(&listening);
 	CHECK(rdma_getaddrinfo("127.0.0.1", "7002", &hints, &res) == 0);
 	CHECK(res->ai_dst_addr && !res->ai_src_addr && res->ai_qp_type == IBV_QPT_RC);
+	a.qp_type = 0; /* rdma_create_ep takes the type from res (rdma_client) */
 	CHECK(rdma_create_ep(&id, res, NULL, &a) == 0);
 	rdma_freeaddrinfo(res);
 	CHECK(id->verbs && id->qp && id->channel);

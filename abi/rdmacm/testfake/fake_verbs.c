@@ -79,7 +79,7 @@ X struct ibv_qp *ibv_create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *a)
 	static uint32_t qpn = 100;
 	struct ibv_qp *qp;
 
-	if (!a->send_cq || !a->recv_cq) {
+	if (!a->send_cq || !a->recv_cq || a->qp_type != IBV_QPT_RC) {
 		errno = EINVAL;
 		return NULL;
 	}
