@@ -1,7 +1,9 @@
 #!/bin/sh
-# run.sh [LIBDIR]: builds loopback.c against the real libibverbs.so.1 and
-# libxrnic.so in LIBDIR (default bin/lib; make abi first) and runs it: an
-# RC pair over 127.0.0.1 through the ibverbs ABI. Exits non-zero on failure.
+# run.sh [LIBDIR]: builds loopback.c and pingpong.c against the real
+# libibverbs.so.1 and libxrnic.so in LIBDIR (default bin/lib; make abi
+# first) and runs them: an RC pair in one process over 127.0.0.1 through
+# the ibverbs ABI, then ib_write_lat's memory-polling ping-pong between two
+# processes, initiator first and responder first. Exits non-zero on failure.
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 libdir=${1:-$here/../../../bin/lib}
@@ -10,4 +12,8 @@ d=$(mktemp -d)
 trap 'rm -rf "$d"' EXIT
 cc -O1 -g -Wall -Wno-missing-field-initializers -I"$here/../../include" -o "$d/loopback" \
 	"$here/loopback.c" "$libdir/libibverbs.so.1" -L"$libdir" -lxrnic
+cc -O1 -g -Wall -Wno-missing-field-initializers -I"$here/../../include" -o "$d/pingpong" \
+	"$here/pingpong.c" "$libdir/libibverbs.so.1" -L"$libdir" -lxrnic
 LD_LIBRARY_PATH=$libdir "$d/loopback"
+LD_LIBRARY_PATH=$libdir timeout 120 "$d/pingpong" 1000
+LD_LIBRARY_PATH=$libdir RESPONDER_FIRST=1 timeout 120 "$d/pingpong" 1000
