@@ -479,6 +479,16 @@ func connParam(p *connParamT) (verbs.ConnParam, int) {
 	return cp, 0
 }
 
+// dialParam is connParam for the initiator: RFC 6581 peer-to-peer mode,
+// as iWARP's rdma_cm uses, so the responder may send first (InfiniBand
+// applications do: ib_write_lat's server writes first), which plain MPA
+// forbids until the initiator's first FPDU.
+func dialParam(p *connParamT) (verbs.ConnParam, int) {
+	cp, e := connParam(p)
+	cp.PeerToPeer = true
+	return cp, e
+}
+
 func connectID(h, qph uint64, p *connParamT) int {
 	id, e := lookupID(h, "xrnic_cm_connect")
 	if id == nil {
@@ -488,7 +498,7 @@ func connectID(h, qph uint64, p *connParamT) int {
 	if q == nil {
 		return fail(syscall.EBADF, "xrnic_cm_connect: no such QP")
 	}
-	cp, e := connParam(p)
+	cp, e := dialParam(p)
 	if e != 0 {
 		return e
 	}
@@ -557,6 +567,7 @@ func (id *cmID) established(q *qpObj, initiator bool) {
 	case <-id.ctx.Done():
 		return
 	}
+	debugf("cm id %p: QP %d ended: state %v, error %v, peer closed %v", id, q.qp.Num(), q.qp.State(), q.qp.Err(), q.qp.Disconnected())
 	id.disconnected()
 }
 

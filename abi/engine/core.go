@@ -450,6 +450,7 @@ func destroyQP(h uint64) int {
 		return fail(syscall.EBADF, "xrnic_destroy_qp: no such QP")
 	}
 	ctl.Unlock()
+	debugf("QP %d: destroyed", q.qp.Num())
 	q.closing.Store(true)
 	close(q.stop)
 	q.release()
@@ -485,6 +486,7 @@ func qpToError(h uint64) int {
 	if q == nil {
 		return fail(syscall.EBADF, "xrnic_qp_to_error: no such QP")
 	}
+	debugf("QP %d: moved to error", q.qp.Num())
 	q.qp.ToError()
 	return 0
 }

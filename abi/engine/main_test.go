@@ -662,3 +662,18 @@ func TestToErrorAndMigrate(t *testing.T) {
 		ch.empty(t)
 	}
 }
+
+// The responder may send first (ib_write_lat's server does): connect uses
+// RFC 6581 peer-to-peer mode, in which the initiator's RTR opens the
+// stream; plain MPA would hold the responder's FPDUs.
+func TestResponderSendsFirst(t *testing.T) {
+	p := connect(t, sideOpts{}, sideOpts{})
+	fill(p.s.buf[:100], 5)
+	postS(t, p.s.qp, sendWRT{WRID: 1, Opcode: wrWrite, Flags: sendSignaled, RKey: p.c.stag, RemoteAddr: p.c.addr(1000)}, p.s.sge(0, 100))
+	postS(t, p.s.qp, sendWRT{WRID: 2, Opcode: wrRead, Flags: sendSignaled, RKey: p.c.stag, RemoteAddr: p.c.addr(1000)}, p.s.sge(200, 100))
+	cs := poll(t, p.s.scq, 2)
+	if cs[0].Status != IBV_WC_SUCCESS || cs[1].Status != IBV_WC_SUCCESS || !bytes.Equal(p.s.buf[200:300], p.s.buf[:100]) ||
+		!bytes.Equal(p.c.buf[1000:1100], p.s.buf[:100]) {
+		t.Fatalf("responder's first Write and Read: %+v", cs)
+	}
+}
