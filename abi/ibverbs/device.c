@@ -154,6 +154,10 @@ EXPORT struct ibv_context *ibv_open_device(struct ibv_device *device)
 	err = xrnic_query_device(&x->attr);
 	if (!err)
 		err = xrnic_chan_create(&fd, &x->async_ch);
+	if (!err && xrnic_reg_add(&x->vctx.context)) {
+		xrnic_chan_destroy(x->async_ch);
+		err = ENOMEM;
+	}
 	if (err) {
 		errno = xrnic_ibv_report("opening xrnic0", err);
 		xrnic_close();
@@ -181,6 +185,7 @@ EXPORT int ibv_close_device(struct ibv_context *context)
 
 	if (!x)
 		return EINVAL;
+	xrnic_reg_del(context);
 	x->magic = 0;
 	xrnic_chan_destroy(x->async_ch);
 	xrnic_close();

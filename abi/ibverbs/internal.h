@@ -83,30 +83,41 @@ struct xqp {
 	struct xqp *next;	  /* on its context's list */
 };
 
+/* registry.c: live objects, for the slow paths' argument checks. */
+int xrnic_reg_add(const void *p);
+void xrnic_reg_del(const void *p);
+int xrnic_reg_has(const void *p);
+
+/* to_x*: slow paths, registry and magic. fast_x*: post and poll, whose
+   object verbs.h's inline has already dereferenced: magic only. */
 static inline struct xctx *to_xctx(struct ibv_context *c)
 {
 	struct xctx *x;
 
-	if (!c || c->abi_compat != __VERBS_ABI_IS_EXTENDED)
+	if (!c || !xrnic_reg_has(c))
 		return NULL;
 	x = container_of(c, struct xctx, vctx.context);
 	return x->magic == XCTX_MAGIC ? x : NULL;
 }
 
-#define XTO(fn, T, M, ib, field)                                  \
-	static inline struct T *fn(ib *p)                          \
+#define XTO(fn, fast, T, M, ib, field)                            \
+	static inline struct T *fast(ib *p)                        \
 	{                                                          \
 		struct T *x;                                       \
 		if (!p)                                            \
 			return NULL;                               \
 		x = container_of(p, struct T, field);              \
 		return x->magic == M ? x : NULL;                   \
+	}                                                          \
+	static inline struct T *fn(ib *p)                          \
+	{                                                          \
+		return p && xrnic_reg_has(p) ? fast(p) : NULL;     \
 	}
-XTO(to_xpd, xpd, XPD_MAGIC, struct ibv_pd, pd)
-XTO(to_xmr, xmr, XMR_MAGIC, struct ibv_mr, mr)
-XTO(to_xcq, xcq, XCQ_MAGIC, struct ibv_cq, cq)
-XTO(to_xqp, xqp, XQP_MAGIC, struct ibv_qp, qp)
-XTO(to_xchan, xchan, XCH_MAGIC, struct ibv_comp_channel, ch)
+XTO(to_xpd, fast_xpd, xpd, XPD_MAGIC, struct ibv_pd, pd)
+XTO(to_xmr, fast_xmr, xmr, XMR_MAGIC, struct ibv_mr, mr)
+XTO(to_xcq, fast_xcq, xcq, XCQ_MAGIC, struct ibv_cq, cq)
+XTO(to_xqp, fast_xqp, xqp, XQP_MAGIC, struct ibv_qp, qp)
+XTO(to_xchan, fast_xchan, xchan, XCH_MAGIC, struct ibv_comp_channel, ch)
 #undef XTO
 
 /* device.c */

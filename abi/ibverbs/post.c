@@ -166,7 +166,7 @@ int xrnic_ibv_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr,
 {
 	struct xrnic_send_wr w[CHUNK];
 	struct ibv_send_wr *src[CHUNK];
-	struct xqp *x = to_xqp(qp);
+	struct xqp *x = fast_xqp(qp);
 	int n, err, posted, e;
 
 	if (!x) {
@@ -206,7 +206,7 @@ int xrnic_ibv_post_recv(struct ibv_qp *qp, struct ibv_recv_wr *wr,
 {
 	struct xrnic_recv_wr w[CHUNK];
 	struct ibv_recv_wr *src[CHUNK];
-	struct xqp *x = to_xqp(qp);
+	struct xqp *x = fast_xqp(qp);
 	int n, err, posted, e;
 
 	if (!x) {
@@ -251,7 +251,7 @@ int xrnic_ibv_post_recv(struct ibv_qp *qp, struct ibv_recv_wr *wr,
 
 int xrnic_ibv_poll_cq(struct ibv_cq *cq, int n, struct ibv_wc *wc)
 {
-	struct xcq *x = to_xcq(cq);
+	struct xcq *x = fast_xcq(cq);
 
 	if (!x || n < 0 || (n && !wc))
 		return -EINVAL;
@@ -260,7 +260,7 @@ int xrnic_ibv_poll_cq(struct ibv_cq *cq, int n, struct ibv_wc *wc)
 
 int xrnic_ibv_req_notify_cq(struct ibv_cq *cq, int solicited_only)
 {
-	struct xcq *x = to_xcq(cq);
+	struct xcq *x = fast_xcq(cq);
 
 	if (!x)
 		return EINVAL;

@@ -30,6 +30,12 @@ EXPORT struct ibv_pd *ibv_alloc_pd(struct ibv_context *context)
 		errno = xrnic_ibv_report("ibv_alloc_pd", err);
 		return NULL;
 	}
+	if (xrnic_reg_add(&x->pd)) {
+		xrnic_dealloc_pd(x->h);
+		free(x);
+		errno = ENOMEM;
+		return NULL;
+	}
 	x->magic = XPD_MAGIC;
 	x->pd.context = context;
 	return &x->pd;
@@ -45,6 +51,7 @@ EXPORT int ibv_dealloc_pd(struct ibv_pd *pd)
 	err = xrnic_dealloc_pd(x->h);
 	if (err)
 		return err; /* EBUSY: MRs or QPs still use it */
+	xrnic_reg_del(&x->pd);
 	x->magic = 0;
 	free(x);
 	return 0;
@@ -76,6 +83,12 @@ static struct ibv_mr *reg_mr(struct ibv_pd *pd, void *addr, size_t length,
 	if (err) {
 		free(x);
 		errno = xrnic_ibv_report("ibv_reg_mr", err);
+		return NULL;
+	}
+	if (xrnic_reg_add(&x->mr)) {
+		xrnic_dereg_mr(x->h);
+		free(x);
+		errno = ENOMEM;
 		return NULL;
 	}
 	x->magic = XMR_MAGIC;
@@ -127,6 +140,7 @@ EXPORT int ibv_dereg_mr(struct ibv_mr *mr)
 	err = xrnic_dereg_mr(x->h);
 	if (err)
 		return err;
+	xrnic_reg_del(&x->mr);
 	x->magic = 0;
 	free(x);
 	return 0;
@@ -154,6 +168,12 @@ EXPORT struct ibv_comp_channel *ibv_create_comp_channel(struct ibv_context *cont
 		errno = xrnic_ibv_report("ibv_create_comp_channel", err);
 		return NULL;
 	}
+	if (xrnic_reg_add(&x->ch)) {
+		xrnic_chan_destroy(x->h);
+		free(x);
+		errno = ENOMEM;
+		return NULL;
+	}
 	pthread_mutex_init(&x->lock, NULL);
 	x->magic = XCH_MAGIC;
 	x->ch.context = context;
@@ -175,6 +195,7 @@ EXPORT int ibv_destroy_comp_channel(struct ibv_comp_channel *channel)
 	err = xrnic_chan_destroy(x->h);
 	if (err)
 		return err;
+	xrnic_reg_del(&x->ch);
 	x->magic = 0;
 	pthread_mutex_destroy(&x->lock);
 	free(x);
@@ -262,6 +283,12 @@ EXPORT struct ibv_cq *ibv_create_cq(struct ibv_context *context, int cqe,
 		errno = xrnic_ibv_report("ibv_create_cq", err);
 		return NULL;
 	}
+	if (xrnic_reg_add(&x->cq)) {
+		xrnic_destroy_cq(x->h);
+		free(x);
+		errno = ENOMEM;
+		return NULL;
+	}
 	x->magic = XCQ_MAGIC;
 	x->cq.context = context;
 	x->cq.channel = channel;
@@ -295,6 +322,7 @@ EXPORT int ibv_destroy_cq(struct ibv_cq *cq)
 	err = xrnic_destroy_cq(x->h);
 	if (err)
 		return err; /* EBUSY: QPs still use it */
+	xrnic_reg_del(&x->cq);
 	ch = to_xchan(cq->channel);
 	if (ch) {
 		pthread_mutex_lock(&ch->lock);
@@ -373,6 +401,12 @@ static struct ibv_qp *create_qp(struct ibv_context *context, struct ibv_pd *pd,
 	a->cap.max_send_sge = init.max_send_sge;
 	a->cap.max_recv_sge = init.max_recv_sge;
 	a->cap.max_inline_data = init.max_inline_data;
+	if (xrnic_reg_add(&x->qp)) {
+		xrnic_destroy_qp(x->h);
+		free(x);
+		errno = ENOMEM;
+		return NULL;
+	}
 	x->cap = a->cap;
 	x->sq_sig_all = a->sq_sig_all;
 	x->max_rd_atomic = (uint8_t)c->attr.max_qp_init_rd_atom;
@@ -455,6 +489,7 @@ EXPORT int ibv_destroy_qp(struct ibv_qp *qp)
 	err = xrnic_destroy_qp(x->h);
 	if (err)
 		return err; /* EBUSY: the engine still uses it */
+	xrnic_reg_del(&x->qp);
 	c = to_xctx(qp->context);
 	if (c) {
 		pthread_mutex_lock(&c->lock);

@@ -18,7 +18,7 @@ static uint32_t dv_flags(unsigned int f)
 
 static int post1(struct ibv_qp *qp, const struct xrnic_send_wr *w)
 {
-	struct xqp *x = to_xqp(qp);
+	struct xqp *x = fast_xqp(qp);
 	int posted = 0;
 
 	if (!x)

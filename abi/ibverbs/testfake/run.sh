@@ -13,8 +13,19 @@ cc $F -include stdlib.h -shared -Wl,-soname,libxrnic.so -o "$d/libxrnic.so" "$he
 cc $F -shared -Wl,-z,defs -Wl,-soname,libibverbs.so.1 \
 	-Wl,--version-script="$abi/ibverbs/libibverbs.map" \
 	-o "$d/libibverbs.so.1" "$abi"/ibverbs/*.c -L"$d" -lxrnic -lpthread
-cc -O1 -g -Wall -I"$abi/include" -o "$d/test" "$here/test.c" "$d/libibverbs.so.1" "$d/libxrnic.so"
+cc -O1 -g -Wall -I"$abi/include" -o "$d/test" "$here/test.c" "$d/libibverbs.so.1" "$d/libxrnic.so" -Wl,-rpath-link,"$d"
 LD_LIBRARY_PATH=$d "$d/test"
+# Again under AddressSanitizer/UBSan: no read behind a foreign pointer.
+if echo 'int main(void){return 0;}' | cc -fsanitize=address,undefined -x c -o "$d/asan-probe" - 2>/dev/null; then
+	mkdir "$d/asan"
+	cc $F -fsanitize=address,undefined -include stdlib.h -shared -o "$d/asan/libxrnic.so" "$here/fake.c"
+	cc $F -fsanitize=address,undefined -shared -Wl,-soname,libibverbs.so.1 \
+		-Wl,--version-script="$abi/ibverbs/libibverbs.map" \
+		-o "$d/asan/libibverbs.so.1" "$abi"/ibverbs/*.c -L"$d/asan" -lxrnic -lpthread
+	cc -g -fsanitize=address,undefined -I"$abi/include" -o "$d/asan/test" "$here/test.c" \
+		"$d/asan/libibverbs.so.1" "$d/asan/libxrnic.so" -Wl,-rpath-link,"$d/asan"
+	ASAN_OPTIONS=detect_leaks=0 UBSAN_OPTIONS=halt_on_error=1 LD_LIBRARY_PATH=$d/asan "$d/asan/test" | sed 's/^/asan: /'
+fi
 "$abi/ibverbs/check-symbols.sh" "$d"
 LD_LIBRARY_PATH=$d ibv_devices | grep -q xrnic0
 LD_LIBRARY_PATH=$d ibv_devinfo -v > "$d/devinfo"

@@ -87,6 +87,32 @@ int main(void)
 	CHECK(ibv_dealloc_pd(&junk_pd) == EINVAL);
 	CHECK(ibv_dealloc_pd(NULL) == EINVAL);
 	CHECK(ibv_close_device(NULL) == EINVAL);
+	{
+		/* bare rdma-core structs we never made: refused unread */
+		struct ibv_qp jqp;
+		struct ibv_cq jcq;
+		struct ibv_mr jmr;
+		struct ibv_comp_channel jch;
+		struct ibv_context jc;
+		struct ibv_device_attr jda;
+
+		memset(&jqp, 0, sizeof(jqp));
+		memset(&jcq, 0, sizeof(jcq));
+		memset(&jmr, 0, sizeof(jmr));
+		memset(&jch, 0, sizeof(jch));
+		memset(&jc, 0, sizeof(jc));
+		jc.abi_compat = __VERBS_ABI_IS_EXTENDED;
+		CHECK(ibv_destroy_qp(&jqp) == EINVAL);
+		CHECK(ibv_destroy_cq(&jcq) == EINVAL);
+		CHECK(ibv_dereg_mr(&jmr) == EINVAL);
+		CHECK(ibv_destroy_comp_channel(&jch) == EINVAL);
+		CHECK(ibv_query_device(&jc, &jda) == EINVAL);
+		CHECK(ibv_close_device(&jc) == EINVAL);
+		CHECK(ibv_alloc_pd(&jc) == NULL && errno == EINVAL);
+		CHECK(ibv_modify_qp(&jqp, &(struct ibv_qp_attr){0}, 0) == EINVAL);
+		CHECK(ibv_open_device((struct ibv_device *)&jc) == NULL &&
+		      errno == EINVAL);
+	}
 
 	pd = ibv_alloc_pd(c);
 	CHECK(pd);
