@@ -123,9 +123,9 @@ EXPORT __be64 ibv_get_device_guid(struct ibv_device *device)
 		errno = EINVAL;
 		return 0;
 	}
-	if (!guid && xrnic_ibv_attr(&a) == 0)
-		guid = guid_of(a.mac);
-	return guid;
+	if (!__atomic_load_n(&guid, __ATOMIC_ACQUIRE) && xrnic_ibv_attr(&a) == 0)
+		__atomic_store_n(&guid, guid_of(a.mac), __ATOMIC_RELEASE);
+	return __atomic_load_n(&guid, __ATOMIC_ACQUIRE);
 }
 
 /* ---- contexts ---------------------------------------------------------- */

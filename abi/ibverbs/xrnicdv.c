@@ -33,9 +33,10 @@ EXPORT bool xrnicdv_is_supported(struct ibv_device *device)
 
 	if (device != &xrnic_device)
 		return false;
-	if (masked < 0 && xrnic_ibv_attr(&a) == 0)
-		masked = a.masked_atomics;
-	return masked == 1;
+	if (__atomic_load_n(&masked, __ATOMIC_ACQUIRE) < 0 &&
+	    xrnic_ibv_attr(&a) == 0)
+		__atomic_store_n(&masked, a.masked_atomics, __ATOMIC_RELEASE);
+	return __atomic_load_n(&masked, __ATOMIC_ACQUIRE) == 1;
 }
 
 EXPORT int xrnicdv_post_masked_fetch_add(struct ibv_qp *qp, uint64_t wr_id,
