@@ -186,9 +186,9 @@ int xrnic_ibv_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr,
 			e = xrnic_post_send(x->h, w, n, &posted);
 			if (e) {
 				if (bad_wr)
-					*bad_wr = src[posted >= 0 && posted < n
-							      ? posted
-							      : 0];
+					*bad_wr = src[posted < 0    ? 0
+						      : posted < n ? posted
+								   : n - 1];
 				return e;
 			}
 		}
@@ -232,9 +232,9 @@ int xrnic_ibv_post_recv(struct ibv_qp *qp, struct ibv_recv_wr *wr,
 			e = xrnic_post_recv(x->h, w, n, &posted);
 			if (e) {
 				if (bad_wr)
-					*bad_wr = src[posted >= 0 && posted < n
-							      ? posted
-							      : 0];
+					*bad_wr = src[posted < 0    ? 0
+						      : posted < n ? posted
+								   : n - 1];
 				return e;
 			}
 		}
