@@ -480,6 +480,9 @@ static int get_event(struct xchan *ch, struct rdma_cm_event **evp)
 		ev->pub.param.conn.retry_count = 7;
 		ev->pub.param.conn.rnr_retry_count = 7;
 		switch (raw.code) {
+		case RDMA_CM_EVENT_DISCONNECTED:
+			x->disc_seen = 1;
+			break;
 		case RDMA_CM_EVENT_ADDR_RESOLVED:
 		case RDMA_CM_EVENT_CONNECT_REQUEST:
 		case RDMA_CM_EVENT_ESTABLISHED:
@@ -839,6 +842,10 @@ XAPI int rdma_disconnect(struct rdma_cm_id *p)
 	if (err) {
 		xid_unref(x);
 		return xfail(xrnic_ibv_report("rdma_disconnect", err));
+	}
+	if (x->disc_seen) { /* a synchronous id has nothing more to wait for */
+		xid_unref(x);
+		return 0;
 	}
 	return done(x, RDMA_CM_EVENT_DISCONNECTED);
 }

@@ -38,6 +38,7 @@ struct xid {
 	int sync;      /* created without a channel: calls wait */
 	int own_cqs;   /* we made send/recv CQs and channels */
 	int listening;
+	int disc_seen; /* DISCONNECTED was delivered: it comes only once */
 	uint8_t req_rr, req_id; /* CONNECT_REQUEST: the peer's IRD, ORD */
 	/* rdma_create_ep on a passive id: the QP each request gets. */
 	struct ibv_qp_init_attr *ep_attr;

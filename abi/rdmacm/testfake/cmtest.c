@@ -309,6 +309,7 @@ static void *sync_server(void *arg)
 	CHECK(rdma_accept(id, NULL) == 0); /* waits for ESTABLISHED */
 	CHECK(id->event->event == RDMA_CM_EVENT_ESTABLISHED);
 	CHECK(rdma_disconnect(id) == 0);   /* the peer's DISCONNECTED or ours */
+	CHECK(rdma_disconnect(id) == 0);   /* again: nothing left to wait for */
 	rdma_destroy_ep(id);
 	rdma_destroy_ep(l);
 	return NULL;

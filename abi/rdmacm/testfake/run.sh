@@ -16,4 +16,4 @@ $CC $F -shared -Wl,-z,defs -Wl,-soname,librdmacm.so.1 \
 	"$abi"/rdmacm/*.c "$out/libibverbs.so.1" "$out/libxrnic.so" -lpthread
 $CC $F -o "$out/cmtest" "$here/cmtest.c" "$out/librdmacm.so.1" "$out/libibverbs.so.1" \
 	"$out/libxrnic.so" -lpthread
-ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1 LD_LIBRARY_PATH="$out" "$out/cmtest"
+ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1 LD_LIBRARY_PATH="$out" timeout 120 "$out/cmtest"
