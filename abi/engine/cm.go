@@ -394,6 +394,7 @@ func listenID(h uint64, backlog int32) int {
 	id.local = netip.AddrPortFrom(id.local.Addr(), addrPortOf(ln.Addr()).Port())
 	id.backlog = make(chan struct{}, backlog)
 	id.children = map[*cmID]struct{}{}
+	debugf("listening on %v", ln.Addr()) // tests wait for it: afxdp listeners are not in ss
 	go id.acceptLoop(ln)
 	return 0
 }
@@ -552,8 +553,10 @@ func (id *cmID) established(q *qpObj, initiator bool) {
 		id.peer = ap
 	}
 	id.emitLocked(RDMA_CM_EVENT_ESTABLISHED, 0, func(ev *eventT) {
-		ev.ResponderResources = uint8(min(ci.IRD, maxIRDORD8))
-		ev.InitiatorDepth = uint8(min(ci.ORD, maxIRDORD8))
+		// The peer's IRD and ORD: its RFC 6581 values, else what the
+		// negotiation implies (our ORD fits its IRD, and so on).
+		ev.ResponderResources = uint8(min(ci.ORD, maxIRDORD8))
+		ev.InitiatorDepth = uint8(min(ci.IRD, maxIRDORD8))
 		if ci.HasPeerIRDORD {
 			ev.ResponderResources, ev.InitiatorDepth = defaultIRDORD(true, ci.PeerIRD), defaultIRDORD(true, ci.PeerORD)
 		}

@@ -4,7 +4,9 @@ import (
 	"bufio"
 	"errors"
 	"fmt"
+	"io"
 	"log"
+	"log/slog"
 	"net"
 	"os"
 	"runtime/debug"
@@ -206,6 +208,11 @@ func openDevice() int {
 			return fail(syscall.EINVAL, "xrnic: XRNIC_TRANSPORT=afxdp needs XRNIC_IFACE=<interface> (the one to attach XDP to)")
 		}
 		dc.XDP.Iface = ifi.Name
+		if !debugOn {
+			// The application's stderr is its own: the attach
+			// report only with XRNIC_DEBUG=1.
+			dc.XDP.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+		}
 	default:
 		return fail(syscall.EINVAL, "xrnic: XRNIC_TRANSPORT=%q: want kernel or afxdp", dc.Transport)
 	}
