@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -130,8 +131,36 @@ func forEachTransport(t *testing.T, bins []string, f func(t *testing.T, e *env))
 			// 64 KiB GSO frames a kernel TCP peer sends over veth.
 			p := netnstest.NewPair(t, netnstest.PairOptions{Prefix: nsPrefix, DevA: "xra", DevB: "xrb",
 				AddrA: ipA, AddrB: ipB, LimitGSO: tr.afxdp})
-			f(t, &env{lib: lib, tr: tr, pair: p, port: 20000})
+			e := &env{lib: lib, tr: tr, pair: p, port: 20000}
+			e.waitRunning(t)
+			f(t, e)
 		})
+	}
+}
+
+// waitRunning waits until both veth ends are operationally up
+// (IFF_RUNNING): the kernel's linkwatch sets that up to a second after
+// "link set up", and the device reports PORT_DOWN until then, which
+// perftest refuses ("Port number 1 state is Down").
+func (e *env) waitRunning(t testing.TB) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for _, ns := range []string{e.pair.NSA, e.pair.NSB} {
+		for {
+			var flags net.Flags
+			netnstest.Do(t, ns, func() {
+				if ifi, err := net.InterfaceByName(e.dev(ns)); err == nil {
+					flags = ifi.Flags
+				}
+			})
+			if flags&net.FlagRunning != 0 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s in %s not running after 5 s (flags %v)", e.dev(ns), ns, flags)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
 	}
 }
 
@@ -261,11 +290,11 @@ func (p *proc) describe() string {
 }
 
 // listening waits until a kernel TCP socket listens on port in ns (the
-// kernel transport's rdma_listen); afxdp listens in user space, where
-// only a connection attempt can tell.
-func (e *env) listening(ns string, port int, d time.Duration) bool {
+// kernel transport's rdma_listen), or srv ends; afxdp listens in user
+// space, where only a connection attempt can tell.
+func (e *env) listening(srv *proc, ns string, port int, d time.Duration) bool {
 	deadline := time.Now().Add(d)
-	for time.Now().Before(deadline) {
+	for time.Now().Before(deadline) && !srv.exited() {
 		out, _ := netns.Command(ns, "ss", "-Hltn", fmt.Sprintf("sport = :%d", port)).Output()
 		if len(bytes.TrimSpace(out)) > 0 {
 			return true
