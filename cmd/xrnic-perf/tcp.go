@@ -218,7 +218,8 @@ func tcpEcho(c net.Conn, buf []byte, n int64) error {
 type TCPPipeResult struct {
 	Size    int     `json:"MsgSize"`
 	Iters   int     `json:"n_iterations"`
-	Outs    int     `json:"-"` // test_info's Outstand_reads
+	Outs    int     `json:"-"`              // test_info's Outstand_reads
+	Lost    int     `json:"lost,omitempty"` // xdp_lat -o N: frames that never came back (raw frames are not retransmitted)
 	MsgRate float64 `json:"MsgRate"`
 	Avg     float64 `json:"t_avg"`
 	RTTDiv  int     `json:"rtt_factor"`

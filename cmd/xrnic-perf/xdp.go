@@ -10,6 +10,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"runtime"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -59,8 +60,13 @@ type xdpEnd struct {
 	mac     eth.MAC
 	batch   []afxdp.Desc
 	tx      []afxdp.Desc
-	reserve int // frames of a socket kept out of the fill ring
+	reserve int           // frames of a socket kept out of the fill ring
+	spin    time.Duration // wait spins at least this long before it sleeps
 }
+
+// xdpPingSpin is how long the ends of xdp_lat -o 1 spin before they
+// sleep.
+const xdpPingSpin = time.Millisecond
 
 // xdpOpenOptions say how an end uses its sockets.
 type xdpOpenOptions struct {
@@ -159,8 +165,15 @@ var errXDPIdle = errors.New("no frame for the --timeout (lost frames?)")
 
 // wait spins on the RX rings, then sleeps in poll, until a frame arrives,
 // ctx ends or deadline passes; it returns the socket with frames and how
-// many are in e.batch.
+// many are in e.batch. It spins 2000 polls, and at least e.spin: the
+// ping-pong (-o 1) spins xdpPingSpin on both ends, so that in a running
+// ping-pong it never sleeps (sleeping in poll(2) after 2000 polls
+// measured the wake-up, ~15 µs of every half round trip between two
+// processes here). The pipeline (-o N) keeps the short spin: with a
+// long one, frames went missing at -o 16 on this veth (not understood
+// yet; see docs/PERFORMANCE.md).
 func (e *xdpEnd) wait(ctx context.Context, deadline time.Time) (*afxdp.Socket, int, error) {
+	start := time.Now()
 	for spin := 0; ; spin++ {
 		for _, s := range e.socks {
 			if n := s.Receive(e.batch); n > 0 {
@@ -171,11 +184,23 @@ func (e *xdpEnd) wait(ctx context.Context, deadline time.Time) (*afxdp.Socket, i
 		if spin < 2000 {
 			continue
 		}
+		for _, s := range e.socks {
+			// Frames the kernel completed after the last recycle go
+			// to the fill ring here: only a received frame triggers a
+			// recycle, and a drained fill ring receives none.
+			s.Refill(s.FreeFrames() - e.reserve)
+		}
 		if err := ctx.Err(); err != nil {
 			return nil, 0, err
 		}
-		if time.Now().After(deadline) {
+		now := time.Now()
+		if now.After(deadline) {
 			return nil, 0, errXDPIdle
+		}
+		if now.Sub(start) < e.spin {
+			runtime.Gosched()
+			spin = 0
+			continue
 		}
 		if len(e.socks) == 1 {
 			e.socks[0].Poll(1)
@@ -205,13 +230,27 @@ func transmit(s *afxdp.Socket, d []afxdp.Desc) {
 	}
 }
 
-// echo sends back iters steered frames, as they come.
-func (e *xdpEnd) echo(ctx context.Context, iters int, timeout time.Duration) error {
-	for done := 0; done < iters; {
-		s, n, err := e.wait(ctx, time.Now().Add(timeout))
+// echo sends back the steered frames as they come, until stop is
+// closed (the client is done) or no frame came for timeout.
+func (e *xdpEnd) echo(ctx context.Context, stop <-chan struct{}, timeout time.Duration) error {
+	lastRx := time.Now()
+	for {
+		s, n, err := e.wait(ctx, time.Now().Add(xdpLossWait))
+		if errors.Is(err, errXDPIdle) {
+			select {
+			case <-stop:
+				return nil
+			default:
+			}
+			if time.Since(lastRx) > timeout {
+				return err
+			}
+			continue
+		}
 		if err != nil {
 			return err
 		}
+		lastRx = time.Now()
 		s.Complete()
 		k := 0
 		for _, d := range e.batch[:n] {
@@ -231,9 +270,7 @@ func (e *xdpEnd) echo(ctx context.Context, iters int, timeout time.Duration) err
 		}
 		e.recycle(s, e.batch[:n])
 		transmit(s, e.tx[:k])
-		done += k
 	}
-	return nil
 }
 
 // swapAddrs turns a frame around: MACs, IPv4 addresses and TCP ports
@@ -340,9 +377,10 @@ func (e *xdpEnd) pipeline(ctx context.Context, f *xdpFlow, size, iters, outs int
 	done := make([]int64, iters)
 	s := e.socks[0]
 	base := time.Now()
-	next, got := 0, 0
-	for got < iters {
-		if k := min(outs-(next-got), iters-next, len(e.tx)); k > 0 {
+	next, got, lost := 0, 0, 0
+	lastRx := time.Now()
+	for got+lost < iters {
+		if k := min(outs-(next-got-lost), iters-next, len(e.tx)); k > 0 {
 			k = s.Alloc(e.tx[:k])
 			now := int64(time.Since(base))
 			for j := range k {
@@ -352,34 +390,63 @@ func (e *xdpEnd) pipeline(ctx context.Context, f *xdpFlow, size, iters, outs int
 			transmit(s, e.tx[:k])
 			next += k
 		}
-		rs, n, err := e.wait(ctx, time.Now().Add(timeout))
+		rs, n, err := e.wait(ctx, time.Now().Add(xdpLossWait))
+		if errors.Is(err, errXDPIdle) {
+			// Raw frames have no retransmission: the ones not back
+			// by now are lost (a late echo is ignored); their slots
+			// go back to the window. Nothing back for --timeout is
+			// an error.
+			if time.Since(lastRx) > timeout {
+				return TCPPipeResult{}, fmt.Errorf("%d of %d frames echoed: %w", got, iters, err)
+			}
+			for i := range next {
+				if done[i] == 0 {
+					done[i], lost = -1, lost+1
+				}
+			}
+			continue
+		}
 		if err != nil {
 			return TCPPipeResult{}, fmt.Errorf("%d of %d frames echoed: %w", got, iters, err)
 		}
+		lastRx = time.Now()
 		now := int64(time.Since(base))
 		for _, d := range e.batch[:n] {
 			seq, ok := xdpSeq(rs.Frame(d), size)
 			if !ok {
 				continue
 			}
-			if int(seq) >= next || done[seq] != 0 {
+			if int(seq) >= next || done[seq] > 0 {
 				return TCPPipeResult{}, fmt.Errorf("xdp_lat: unexpected echo of frame %d (%d sent)", seq, next)
+			}
+			if done[seq] < 0 {
+				continue // counted lost already
 			}
 			done[seq] = now
 			got++
 		}
 		e.recycle(rs, e.batch[:n])
 	}
-	r := computePipe(size, outs, sent, done)
+	// The arithmetic over the frames that came back.
+	var okSent, okDone []int64
 	last := int64(0)
-	for _, d := range done {
-		last = max(last, d)
+	for i, d := range done {
+		if d > 0 {
+			okSent, okDone = append(okSent, sent[i]), append(okDone, d)
+			last = max(last, d)
+		}
 	}
+	r := computePipe(size, outs, okSent, okDone)
+	r.Iters, r.Lost = iters, lost
 	if total := last - sent[0]; total > 0 { // frames of several queues may come back out of order
-		r.MsgRate = float64(iters) / (float64(total) / 1e9) / 1e6
+		r.MsgRate = float64(got) / (float64(total) / 1e9) / 1e6
 	}
 	return r, nil
 }
+
+// xdpLossWait: a pipelined frame not echoed this long after the last
+// echo is lost.
+const xdpLossWait = 5 * time.Millisecond
 
 // The control exchange of xdp_lat and xdp_bw on the kernel TCP connection
 // of -p: the client sends its test's 8-byte hello, the server answers it
@@ -459,12 +526,14 @@ func (x *xdpClient) banner(out io.Writer, p *params, title string) {
 	fmt.Fprintln(out, resultLine)
 }
 
-// header sends the header of one size (kind 'X' or 'W').
-func (x *xdpClient) header(kind byte, size, count int) error {
+// header sends the header of one size (kind 'X' or 'W'): the size, the
+// count and the frames in flight.
+func (x *xdpClient) header(kind byte, size, count, outs int) error {
 	var hdr [24]byte
 	hdr[0] = kind
 	binary.BigEndian.PutUint32(hdr[4:], uint32(size))
 	binary.BigEndian.PutUint64(hdr[8:], uint64(count))
+	binary.BigEndian.PutUint64(hdr[16:], uint64(outs))
 	_, err := x.c.Write(hdr[:])
 	return err
 }
@@ -538,19 +607,19 @@ func acceptXDP(ctx context.Context, p *params, out io.Writer, hello [8]byte, o x
 
 // readHeader reads the next per-size header: ok false at the end of the
 // run.
-func readHeader(c net.Conn, kind byte) (size, count int, ok bool, err error) {
+func readHeader(c net.Conn, kind byte) (size, count, outs int, ok bool, err error) {
 	var hdr [24]byte
 	if _, err := io.ReadFull(c, hdr[:]); err != nil {
-		return 0, 0, false, err
+		return 0, 0, 0, false, err
 	}
 	switch hdr[0] {
 	case 0:
-		return 0, 0, false, nil
+		return 0, 0, 0, false, nil
 	case kind:
 	default:
-		return 0, 0, false, errors.New("xdp: bad header")
+		return 0, 0, 0, false, errors.New("xdp: bad header")
 	}
-	return int(binary.BigEndian.Uint32(hdr[4:])), int(binary.BigEndian.Uint64(hdr[8:])), true, nil
+	return int(binary.BigEndian.Uint32(hdr[4:])), int(binary.BigEndian.Uint64(hdr[8:])), int(binary.BigEndian.Uint64(hdr[16:])), true, nil
 }
 
 func runXDP(ctx context.Context, p *params, out io.Writer) error {
@@ -575,6 +644,7 @@ func runXDP(ctx context.Context, p *params, out io.Writer) error {
 		fmt.Fprintln(out, pipeHeader)
 	} else {
 		fmt.Fprintln(out, latHeader)
+		x.e.spin = xdpPingSpin
 	}
 	var results []any
 	for _, size := range p.sizes() {
@@ -582,7 +652,7 @@ func runXDP(ctx context.Context, p *params, out io.Writer) error {
 		if err != nil {
 			return err
 		}
-		if err := x.header('X', size, p.iters); err != nil {
+		if err := x.header('X', size, p.iters, p.outs); err != nil {
 			return err
 		}
 		var ack [1]byte
@@ -595,6 +665,9 @@ func runXDP(ctx context.Context, p *params, out io.Writer) error {
 				return err
 			}
 			fmt.Fprintln(out, r.line())
+			if r.Lost > 0 {
+				fmt.Fprintf(out, " Lost frames     : %d of %d (not echoed within %v; the rate and round trip count the others)\n", r.Lost, r.Iters, xdpLossWait)
+			}
 			results = append(results, r)
 		} else {
 			stamps, err := x.e.pingPong(ctx, f, size, p.iters, p.timeout)
@@ -605,7 +678,10 @@ func runXDP(ctx context.Context, p *params, out io.Writer) error {
 			fmt.Fprintln(out, r.line())
 			results = append(results, r)
 		}
-		if _, err := io.ReadFull(x.c, ack[:]); err != nil { // the server echoed them all
+		if _, err := x.c.Write(ack[:]); err != nil { // done
+			return err
+		}
+		if _, err := io.ReadFull(x.c, ack[:]); err != nil { // the server stopped echoing
 			return err
 		}
 	}
@@ -621,14 +697,30 @@ func xdpServe(ctx context.Context, p *params, out io.Writer, o xdpOpenOptions) e
 	}
 	defer done()
 	for {
-		_, iters, ok, err := readHeader(c, 'X')
+		_, _, outs, ok, err := readHeader(c, 'X')
 		if err != nil || !ok {
 			return err
+		}
+		e.spin = 0
+		if outs <= 1 {
+			e.spin = xdpPingSpin
 		}
 		if _, err := c.Write([]byte{1}); err != nil {
 			return err
 		}
-		if err := e.echo(ctx, iters, p.timeout); err != nil {
+		// The client's done arrives on the control connection while
+		// we echo: frames may be lost, so the count does not say it.
+		stop, rerr := make(chan struct{}), make(chan error, 1)
+		go func() {
+			var b [1]byte
+			_, err := io.ReadFull(c, b[:])
+			close(stop)
+			rerr <- err
+		}()
+		if err := e.echo(ctx, stop, p.timeout); err != nil {
+			return err
+		}
+		if err := <-rerr; err != nil {
 			return err
 		}
 		if _, err := c.Write([]byte{1}); err != nil {

@@ -122,7 +122,7 @@ func runXDPBW(ctx context.Context, p *params, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if err := x.header('W', size, p.iters); err != nil {
+	if err := x.header('W', size, p.iters, 0); err != nil {
 		return err
 	}
 	var ack [1]byte
@@ -264,7 +264,7 @@ func xdpBWServe(ctx context.Context, p *params, out io.Writer, o xdpOpenOptions)
 	}
 	defer done()
 	for {
-		_, _, ok, err := readHeader(c, 'W')
+		_, _, _, ok, err := readHeader(c, 'W')
 		if err != nil || !ok {
 			return err
 		}
