@@ -4,6 +4,7 @@ import (
 	"errors"
 	"math"
 	"math/rand/v2"
+	"syscall"
 	"time"
 
 	"xrnic/wire/eth"
@@ -39,23 +40,34 @@ func (c sysClock) Now() time.Duration { return time.Since(c.start) }
 // SystemClock returns a Clock reading the monotonic system clock.
 func SystemClock() Clock { return sysClock{time.Now()} }
 
+// errnoError is an error that also matches the errno a kernel socket
+// gives for it (errors.Is(ErrRefused, syscall.ECONNREFUSED)), so callers
+// treat both transports alike.
+type errnoError struct {
+	msg string
+	no  syscall.Errno
+}
+
+func (e errnoError) Error() string        { return e.msg }
+func (e errnoError) Is(target error) bool { return target == e.no }
+
 // NoDeadline is what Poll returns when no timer is armed.
 const NoDeadline = time.Duration(math.MaxInt64)
 
 // Errors.
 var (
-	ErrClosed       = errors.New("tcpstack: connection closed")
-	ErrReset        = errors.New("tcpstack: connection reset by peer")
-	ErrRefused      = errors.New("tcpstack: connection refused")
-	ErrTimeout      = errors.New("tcpstack: connection timed out")
-	ErrAborted      = errors.New("tcpstack: connection aborted locally")
-	ErrWouldBlock   = errors.New("tcpstack: no send buffer free; wait for Writable")
-	ErrNotConnected = errors.New("tcpstack: connection not established")
-	ErrAddrInUse    = errors.New("tcpstack: address in use")
-	ErrNoPorts      = errors.New("tcpstack: no ephemeral port free")
-	ErrTooMany      = errors.New("tcpstack: connection limit reached")
-	ErrNoRoute      = errors.New("tcpstack: no MAC address for the peer (set DialOptions.RemoteMAC or Config.Resolve)")
-	ErrConfig       = errors.New("tcpstack: invalid configuration")
+	ErrClosed             = errors.New("tcpstack: connection closed")
+	ErrReset        error = errnoError{"tcpstack: connection reset by peer", syscall.ECONNRESET}
+	ErrRefused      error = errnoError{"tcpstack: connection refused", syscall.ECONNREFUSED}
+	ErrTimeout      error = errnoError{"tcpstack: connection timed out", syscall.ETIMEDOUT}
+	ErrAborted            = errors.New("tcpstack: connection aborted locally")
+	ErrWouldBlock         = errors.New("tcpstack: no send buffer free; wait for Writable")
+	ErrNotConnected       = errors.New("tcpstack: connection not established")
+	ErrAddrInUse          = errors.New("tcpstack: address in use")
+	ErrNoPorts            = errors.New("tcpstack: no ephemeral port free")
+	ErrTooMany            = errors.New("tcpstack: connection limit reached")
+	ErrNoRoute            = errors.New("tcpstack: no MAC address for the peer (set DialOptions.RemoteMAC or Config.Resolve)")
+	ErrConfig             = errors.New("tcpstack: invalid configuration")
 )
 
 // Config configures a Stack. Zero fields take the documented defaults.

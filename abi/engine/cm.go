@@ -270,6 +270,12 @@ func errnoOf(err error, def syscall.Errno) syscall.Errno {
 	case errors.Is(err, context.Canceled):
 		return syscall.ECANCELED
 	}
+	// The afxdp transport's errors match the errnos they stand for.
+	for _, en := range []syscall.Errno{syscall.ECONNREFUSED, syscall.ECONNRESET, syscall.ETIMEDOUT, syscall.EHOSTUNREACH, syscall.ENETUNREACH} {
+		if errors.Is(err, en) {
+			return en
+		}
+	}
 	return def
 }
 
@@ -525,11 +531,15 @@ func connectID(h, qph uint64, p *connParamT) int {
 		switch {
 		case errors.As(err, &rej):
 			id.emitLocked(RDMA_CM_EVENT_REJECTED, -int32(syscall.ECONNREFUSED), func(ev *eventT) { setPrivate(ev, rej.PrivateData) })
+		case errnoOf(err, 0) == syscall.ECONNREFUSED:
+			// Nobody listens (a TCP reset): REJECTED, as iWARP RNICs
+			// report it through the kernel's rdma_cm.
+			id.emitLocked(RDMA_CM_EVENT_REJECTED, -int32(syscall.ECONNREFUSED), nil)
 		default:
 			en := errnoOf(err, syscall.ECONNABORTED)
 			code := uint32(RDMA_CM_EVENT_CONNECT_ERROR)
 			switch en {
-			case syscall.ETIMEDOUT, syscall.ECONNREFUSED, syscall.EHOSTUNREACH, syscall.ENETUNREACH:
+			case syscall.ETIMEDOUT, syscall.EHOSTUNREACH, syscall.ENETUNREACH:
 				code = RDMA_CM_EVENT_UNREACHABLE
 			}
 			id.emitLocked(code, -int32(en), nil)

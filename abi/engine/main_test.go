@@ -561,7 +561,8 @@ func TestRejectAndUnreachable(t *testing.T) {
 	}
 	must(t, destroyID(req.NewID))
 
-	// Nobody listens on the port any more: UNREACHABLE with -ECONNREFUSED.
+	// Nobody listens on the port any more: REJECTED with -ECONNREFUSED,
+	// as the kernel's rdma_cm reports a TCP reset on iWARP.
 	must(t, destroyID(lid))
 	var cid2 uint64
 	must(t, createID(cch.h, 3, &cid2))
@@ -570,9 +571,9 @@ func TestRejectAndUnreachable(t *testing.T) {
 	cch.expectCM(t, RDMA_CM_EVENT_ADDR_RESOLVED, 3)
 	c2 := newSide(t, sideOpts{})
 	must(t, connectID(cid2, c2.qp, nil))
-	ev = cch.expectCM(t, RDMA_CM_EVENT_UNREACHABLE, 3)
-	if ev.Status != -int32(syscall.ECONNREFUSED) {
-		t.Fatalf("unreachable status %d", ev.Status)
+	ev = cch.expectCM(t, RDMA_CM_EVENT_REJECTED, 3)
+	if ev.Status != -int32(syscall.ECONNREFUSED) || ev.PrivateDataLen != 0 {
+		t.Fatalf("refused: status %d, %d bytes of private data", ev.Status, ev.PrivateDataLen)
 	}
 	sch.empty(t)
 	cch.empty(t)
