@@ -63,6 +63,13 @@ func (cq *CQ) Poll(wc []Completion) int {
 	return n
 }
 
+// CountPushes makes every completion the engine queues from now on add 1
+// to *p (nil stops it), so a poller that counts what Poll returned can
+// tell an empty CQ without calling Poll: the C ABI's ibv_poll_cq spins on
+// it. p may be C memory. Completions of synchronous helpers that Poll
+// drops (ExecWRID) are counted too.
+func (cq *CQ) CountPushes(p *atomic.Uint64) { cq.c.countPushes(p) }
+
 // Wait blocks until at least one completion can be polled or ctx ends (the
 // blocking half of the ibv_get_cq_event loop, without arming). Meant for
 // one waiting goroutine per CQ; it does not allocate.

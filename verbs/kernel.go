@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"net"
+	"sync/atomic"
 
 	"xrnic/atomics"
 	"xrnic/internal/engine"
@@ -186,6 +187,7 @@ func (c *kernelCQ) poll(wc []Completion) int       { return c.cq.Poll(wc) }
 func (c *kernelCQ) wait(ctx context.Context) error { return c.cq.Wait(ctx) }
 func (c *kernelCQ) arm(solicitedOnly bool)         { c.cq.Arm(solicitedOnly) }
 func (c *kernelCQ) events() <-chan struct{}        { return c.cq.Events() }
+func (c *kernelCQ) countPushes(p *atomic.Uint64)   { c.cq.CountPushes(p) }
 func (c *kernelCQ) len() int                       { return c.cq.Len() }
 func (c *kernelCQ) cap() int                       { return c.cq.Cap() }
 func (c *kernelCQ) close() error                   { return mapErr(c.cq.Close()) }

@@ -3,6 +3,7 @@ package verbs
 import (
 	"context"
 	"net"
+	"sync/atomic"
 
 	"xrnic/mem"
 	"xrnic/transport"
@@ -55,6 +56,7 @@ type cqImpl interface {
 	wait(ctx context.Context) error
 	arm(solicitedOnly bool)
 	events() <-chan struct{}
+	countPushes(p *atomic.Uint64)
 	len() int
 	cap() int
 	close() error

@@ -244,9 +244,23 @@ func destroyCQ(h uint64) int {
 		}
 		return fail(syscall.EINVAL, "xrnic_destroy_cq: %v", err)
 	}
+	c.cq.CountPushes(nil) // the counter is the caller's memory
 	handles.remove(h)
 	close(c.stop)
 	c.wg.Wait()
+	return 0
+}
+
+// countPushes makes the CQ count its completions into *p (C memory).
+func countPushes(h uint64, p unsafe.Pointer) int {
+	c := getT[cqObj](h)
+	if c == nil {
+		return int(syscall.EBADF)
+	}
+	if uintptr(p)%8 != 0 {
+		return fail(syscall.EINVAL, "xrnic_cq_count_pushes: the counter must be 8-byte aligned")
+	}
+	c.cq.CountPushes((*atomic.Uint64)(p))
 	return 0
 }
 

@@ -172,6 +172,11 @@ func xrnic_poll_cq(cq C.uint64_t, n C.int, wc *C.struct_xrnic_wc) C.int {
 	return C.int(pollCQ(uint64(cq), int32(n), (*wcT)(unsafe.Pointer(wc))))
 }
 
+//export xrnic_cq_count_pushes
+func xrnic_cq_count_pushes(cq C.uint64_t, counter *C.uint64_t) C.int {
+	return C.int(countPushes(uint64(cq), unsafe.Pointer(counter)))
+}
+
 //export xrnic_req_notify_cq
 func xrnic_req_notify_cq(cq C.uint64_t, solicitedOnly C.int) C.int {
 	return C.int(reqNotifyCQ(uint64(cq), int32(solicitedOnly)))

@@ -68,6 +68,11 @@ struct xcq {
 	uint32_t magic;
 	uint64_t h;
 	struct xcq *next;		/* on its channel's list */
+	/* Completions the engine queued (xrnic_cq_count_pushes) and those
+	   polled: equal means empty, so ibv_poll_cq need not enter the
+	   engine (each entry takes a Go scheduler P from its threads). */
+	uint64_t pushed, polled;
+	int counting; /* the engine keeps pushed */
 	uint32_t comp_events_reported;	/* under cq.mutex */
 };
 

@@ -253,9 +253,17 @@ int xrnic_ibv_poll_cq(struct ibv_cq *cq, int n, struct ibv_wc *wc)
 {
 	struct xcq *x = fast_xcq(cq);
 
+	int k;
+
 	if (!x || n < 0 || (n && !wc))
 		return -EINVAL;
-	return xrnic_poll_cq(x->h, n, (struct xrnic_wc *)wc);
+	if (x->counting && __atomic_load_n(&x->pushed, __ATOMIC_ACQUIRE) ==
+			       __atomic_load_n(&x->polled, __ATOMIC_RELAXED))
+		return 0;
+	k = xrnic_poll_cq(x->h, n, (struct xrnic_wc *)wc);
+	if (k > 0)
+		__atomic_add_fetch(&x->polled, (uint64_t)k, __ATOMIC_RELAXED);
+	return k;
 }
 
 int xrnic_ibv_req_notify_cq(struct ibv_cq *cq, int solicited_only)

@@ -283,6 +283,8 @@ EXPORT struct ibv_cq *ibv_create_cq(struct ibv_context *context, int cqe,
 		errno = xrnic_ibv_report("ibv_create_cq", err);
 		return NULL;
 	}
+	/* Without the counter every poll enters the engine. */
+	x->counting = xrnic_cq_count_pushes(x->h, &x->pushed) == 0;
 	if (xrnic_reg_add(&x->cq)) {
 		xrnic_destroy_cq(x->h);
 		free(x);

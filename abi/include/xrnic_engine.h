@@ -148,6 +148,11 @@ int xrnic_create_cq(int cqe, uint64_t ch, uint64_t cookie, uint64_t *cq,
 		    int *depth);
 int xrnic_destroy_cq(uint64_t cq); /* EBUSY while QPs use it */
 int xrnic_poll_cq(uint64_t cq, int n, struct xrnic_wc *wc);
+/* From now on every completion queued on the CQ adds 1 to *counter (C
+   memory, 8-byte aligned, atomic; valid until xrnic_destroy_cq): a poller
+   that compares it with the completions it has polled can skip the call
+   into the engine while the CQ is empty. NULL stops it. */
+int xrnic_cq_count_pushes(uint64_t cq, uint64_t *counter);
 /* Arms the CQ once: the next completion (solicited_only: the next
    solicited receive or any error) queues XRNIC_EV_COMP on its channel. */
 int xrnic_req_notify_cq(uint64_t cq, int solicited_only);

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 )
 
 // CQ is a completion queue: a fixed ring of Completions. Every posted work
@@ -22,6 +23,9 @@ type CQ struct {
 
 	wake   chan struct{} // Wait
 	events chan struct{} // armed notifications
+	// pushes, when set, counts every completion queued: a poller that
+	// compares it with what it has polled skips empty polls (the C ABI).
+	pushes atomic.Pointer[atomic.Uint64]
 }
 
 const (
@@ -44,6 +48,10 @@ func (d *Device) CreateCQ(depth int) (*CQ, error) {
 	d.cqs[cq] = struct{}{}
 	return cq, nil
 }
+
+// CountPushes makes every completion queued from now on add 1 to *p (nil
+// stops it). p may be outside the Go heap (C memory).
+func (cq *CQ) CountPushes(p *atomic.Uint64) { cq.pushes.Store(p) }
 
 // Cap returns the CQ capacity.
 func (cq *CQ) Cap() int { return len(cq.ring) }
@@ -167,6 +175,9 @@ func (cq *CQ) push(c *Completion) {
 	}
 	cq.ring[i] = *c
 	cq.n++
+	if p := cq.pushes.Load(); p != nil {
+		p.Add(1)
+	}
 	notify := cq.armed == armNext || (cq.armed == armSolicited && (c.Flags&WCSolicited != 0 || c.Status != StatusSuccess))
 	if notify {
 		cq.armed = armNone

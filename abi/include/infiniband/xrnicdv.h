@@ -1,6 +1,6 @@
 /*
- * xrnicdv.h: xrnic direct verbs, the RFC 7306 (Enhanced RDMA Connection
- * Establishment) operations libibverbs has no words for, in the style of
+ * xrnicdv.h: xrnic direct verbs, the RFC 7306 (RDMA Protocol Extensions)
+ * operations libibverbs has no words for, in the style of
  * rdma-core's mlx5dv.h/efadv.h. Link with libibverbs.so.1 (xrnic's); the
  * symbols are under the version node XRNICDV_1.0.
  *

@@ -1,0 +1,39 @@
+package engine
+
+import (
+	"sync/atomic"
+	"testing"
+)
+
+// TestCQCountPushes: the push counter counts every completion queued, so
+// pushed minus polled is what waits (the C ABI skips empty polls on it).
+func TestCQCountPushes(t *testing.T) {
+	d, err := Open(Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	cq, err := d.CreateCQ(8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pushed atomic.Uint64
+	cq.CountPushes(&pushed)
+	for i := range 5 {
+		if !cq.reserve() {
+			t.Fatal("reserve")
+		}
+		cq.push(&Completion{ID: uint64(i)})
+	}
+	wc := make([]Completion, 3)
+	polled := cq.Poll(wc)
+	if got := pushed.Load(); got != 5 || uint64(polled)+uint64(cq.Len()) != got {
+		t.Fatalf("pushed %d, polled %d, waiting %d", got, polled, cq.Len())
+	}
+	cq.CountPushes(nil)
+	cq.reserve()
+	cq.push(&Completion{ID: 9})
+	if got := pushed.Load(); got != 5 {
+		t.Fatalf("counted after CountPushes(nil): %d", got)
+	}
+}
