@@ -73,6 +73,11 @@ struct xcq {
 	   engine (each entry takes a Go scheduler P from its threads). */
 	uint64_t pushed, polled;
 	int counting; /* the engine keeps pushed */
+	/* A poller that found the CQ empty this many times in a row yields
+	   the CPU once (XRNIC_POLL_YIELD, 0: never): the engine's threads
+	   must run for anything to complete, and a spinning application
+	   on a host with few cores would otherwise starve them. */
+	uint32_t yield_after, empty;
 	uint32_t comp_events_reported;	/* under cq.mutex */
 };
 

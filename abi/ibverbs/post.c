@@ -5,6 +5,7 @@
  * No malloc, no lock, no system call.
  */
 #include <arpa/inet.h>
+#include <sched.h>
 #include <string.h>
 
 #include "internal.h"
@@ -258,8 +259,12 @@ int xrnic_ibv_poll_cq(struct ibv_cq *cq, int n, struct ibv_wc *wc)
 	if (!x || n < 0 || (n && !wc))
 		return -EINVAL;
 	if (x->counting && __atomic_load_n(&x->pushed, __ATOMIC_ACQUIRE) ==
-			       __atomic_load_n(&x->polled, __ATOMIC_RELAXED))
+			       __atomic_load_n(&x->polled, __ATOMIC_RELAXED)) {
+		if (x->yield_after &&
+		    __atomic_add_fetch(&x->empty, 1, __ATOMIC_RELAXED) % x->yield_after == 0)
+			sched_yield();
 		return 0;
+	}
 	k = xrnic_poll_cq(x->h, n, (struct xrnic_wc *)wc);
 	if (k > 0)
 		__atomic_add_fetch(&x->polled, (uint64_t)k, __ATOMIC_RELAXED);

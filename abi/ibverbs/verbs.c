@@ -257,6 +257,20 @@ EXPORT void ibv_ack_cq_events(struct ibv_cq *cq, unsigned int nevents)
 
 /* ---- completion queues ---------------------------------------------------- */
 
+/* XRNIC_POLL_YIELD: empty polls in a row before a poller yields the CPU
+   (default 16; 0: never). */
+static uint32_t poll_yield(void)
+{
+	const char *v = getenv("XRNIC_POLL_YIELD");
+	char *end;
+	unsigned long n;
+
+	if (!v || !*v)
+		return 16;
+	n = strtoul(v, &end, 10);
+	return *end || n > 1u << 30 ? 16 : (uint32_t)n;
+}
+
 EXPORT struct ibv_cq *ibv_create_cq(struct ibv_context *context, int cqe,
 				    void *cq_context,
 				    struct ibv_comp_channel *channel,
@@ -285,6 +299,7 @@ EXPORT struct ibv_cq *ibv_create_cq(struct ibv_context *context, int cqe,
 	}
 	/* Without the counter every poll enters the engine. */
 	x->counting = xrnic_cq_count_pushes(x->h, &x->pushed) == 0;
+	x->yield_after = poll_yield();
 	if (xrnic_reg_add(&x->cq)) {
 		xrnic_destroy_cq(x->h);
 		free(x);
