@@ -153,8 +153,10 @@ func TestPerftest(t *testing.T) {
 				if !e.tr.afxdp && !e.listening(srv, e.pair.NSA, e.port, 10*time.Second) {
 					t.Fatalf("server never listened on %s:%s\n%s", ipA, port, srv.describe())
 				}
-				// The client retries rdma_connect itself (10 x 100 ms).
-				cli := e.start(t, e.pair.NSB, timeout, nil, r.bin, append(args, ipA.String())...)
+				// perftest prints "Waiting" before its rdma_listen, and
+				// over afxdp the listener is in user space: a refused
+				// connect is retried there (connectRetry).
+				cli := e.connectRetry(t, srv, timeout, "#bytes", r.bin, append(args, ipA.String())...)
 				cliErr := cli.wait()
 				srvErr := srv.wait()
 				if cliErr != nil || srvErr != nil {

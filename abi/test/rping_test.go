@@ -48,17 +48,18 @@ func checkPings(out, prefix string, count, size int) error {
 // connectRetry runs a client until it connects: over afxdp the listener
 // is in user space, so only an attempt tells that the server is ready
 // (over kernel TCP the test saw the listen socket: one attempt).
-// A refused attempt (REJECTED/UNREACHABLE/CONNECT_ERROR before any data)
+// A refused attempt (REJECTED/UNREACHABLE/CONNECT_ERROR before progress)
 // is retried for up to 10 s while the server runs; anything else is the
 // result.
-func (e *env) connectRetry(t *testing.T, srv *proc, timeout time.Duration, name string, args ...string) *proc {
+// progress is a text only a connected client prints.
+func (e *env) connectRetry(t *testing.T, srv *proc, timeout time.Duration, progress, name string, args ...string) *proc {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for attempt := 1; ; attempt++ {
 		c := e.start(t, e.pair.NSB, timeout, nil, name, args...)
 		c.wait()
 		out := c.out.String()
-		refused := c.err != nil && !strings.Contains(out, "ping data") &&
+		refused := c.err != nil && !strings.Contains(out, progress) &&
 			(strings.Contains(out, "REJECTED") || strings.Contains(out, "UNREACHABLE") || strings.Contains(out, "CONNECT_ERROR"))
 		// Over kernel TCP the listen socket was seen: no excuse to retry.
 		if !refused || !e.tr.afxdp || srv.exited() || time.Now().After(deadline) {
@@ -81,7 +82,7 @@ func TestRping(t *testing.T) {
 				if !e.tr.afxdp && !e.listening(srv, e.pair.NSA, e.port, 10*time.Second) {
 					t.Fatalf("rping server never listened on %s:%s\n%s", ipA, port, srv.describe())
 				}
-				cli := e.connectRetry(t, srv, 60*time.Second, "rping", append([]string{"-c", "-V"}, common...)...)
+				cli := e.connectRetry(t, srv, 60*time.Second, "ping data", "rping", append([]string{"-c", "-V"}, common...)...)
 				srvErr := srv.wait()
 				if cli.err != nil || srvErr != nil {
 					t.Fatalf("rping failed\nclient %s\nserver %s", cli.describe(), srv.describe())
