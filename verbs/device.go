@@ -77,6 +77,10 @@ type DeviceConfig struct {
 	// RequestTimeout is the default of QPAttr.RequestTimeout (30 s;
 	// negative: never).
 	RequestTimeout time.Duration
+	// NoInlineTx (kernel transport): never transmit in the goroutine that
+	// posts or receives; every transmission wakes the QP's transmit
+	// goroutine instead. For measurements: inline is faster on small hosts.
+	NoInlineTx bool
 }
 
 // XDPConfig configures the "afxdp" transport. Only Iface is required.

@@ -31,7 +31,7 @@ func engineConfig(cfg DeviceConfig) engine.Config {
 	return engine.Config{
 		MaxQPs: cfg.MaxQPs, MaxWR: cfg.MaxWR, MaxSGE: cfg.MaxSGE, MaxCQE: cfg.MaxCQE, MaxMR: cfg.MaxMR,
 		MaxORD: cfg.MaxORD, MaxIRD: cfg.MaxIRD, MaxMsgSize: cfg.MaxMsgSize, ConnTimeout: cfg.ConnTimeout,
-		FPDUTimeout: cfg.FPDUTimeout, RequestTimeout: cfg.RequestTimeout,
+		FPDUTimeout: cfg.FPDUTimeout, RequestTimeout: cfg.RequestTimeout, NoInlineTx: cfg.NoInlineTx,
 	}
 }
 

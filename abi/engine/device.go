@@ -93,16 +93,16 @@ func config() (map[string]string, error) {
 			return nil, fmt.Errorf("XRNIC_CONFIG %s: %v", path, err)
 		}
 	}
-	for _, k := range []string{"XRNIC_TRANSPORT", "XRNIC_IFACE", "XRNIC_DEBUG"} {
+	for _, k := range []string{"XRNIC_TRANSPORT", "XRNIC_IFACE", "XRNIC_DEBUG", "XRNIC_NO_INLINE_TX"} {
 		if v, ok := os.LookupEnv(k); ok {
 			cfg[k] = v
 		}
 	}
 	for k := range cfg {
 		switch k {
-		case "XRNIC_TRANSPORT", "XRNIC_IFACE", "XRNIC_DEBUG":
+		case "XRNIC_TRANSPORT", "XRNIC_IFACE", "XRNIC_DEBUG", "XRNIC_NO_INLINE_TX":
 		default:
-			return nil, fmt.Errorf("XRNIC_CONFIG: unknown key %s (known: XRNIC_TRANSPORT, XRNIC_IFACE, XRNIC_DEBUG)", k)
+			return nil, fmt.Errorf("XRNIC_CONFIG: unknown key %s (known: XRNIC_TRANSPORT, XRNIC_IFACE, XRNIC_DEBUG, XRNIC_NO_INLINE_TX)", k)
 		}
 	}
 	return cfg, nil
@@ -199,7 +199,7 @@ func openDevice() int {
 	if err != nil {
 		return fail(syscall.ENODEV, "xrnic: %v", err)
 	}
-	dc := verbs.DeviceConfig{Transport: cfg["XRNIC_TRANSPORT"]}
+	dc := verbs.DeviceConfig{Transport: cfg["XRNIC_TRANSPORT"], NoInlineTx: cfg["XRNIC_NO_INLINE_TX"] == "1"}
 	switch dc.Transport {
 	case "", "kernel":
 		dc.Transport = "kernel"

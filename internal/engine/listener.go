@@ -182,16 +182,18 @@ func (l *Listener) runAccept() {
 		}
 		remote := peerAddr(c)
 		if l.cfg.Admit != nil && !l.cfg.Admit(remote) {
+			// Counted and reported before the reset, so whoever sees the
+			// reset also sees them.
 			l.refused.Add(1)
-			abort(c)
 			l.report(remote, ErrRefused)
+			abort(c)
 			continue
 		}
 		peer := addrKey(remote)
 		if !l.reserve(peer) {
 			l.overflow.Add(1)
-			abort(c)
 			l.report(remote, ErrSetupFull)
+			abort(c)
 			continue
 		}
 		l.wg.Add(1)

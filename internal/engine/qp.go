@@ -439,7 +439,7 @@ func (qp *QP) PostSend(wr *SendWR) error {
 	}
 	qp.sqTail++
 	qp.mu.Unlock()
-	qp.kick()
+	qp.kick(false)
 	return nil
 }
 

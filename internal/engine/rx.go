@@ -118,12 +118,13 @@ func (qp *QP) input(p []byte) bool {
 		}
 		want = want || qp.txi.rxWant
 		qp.txi.rxWant = false
+		qp.txi.streak = 0
 		qp.mu.Unlock()
 	}
 	qp.rxReader.Exit()
 	qp.rxPartial.Store(qp.deframer.Pending() > 0)
 	if want {
-		qp.kick() // answer in this goroutine (txinline.go)
+		qp.kick(true) // answer in this goroutine (txinline.go)
 	}
 	return ok
 }

@@ -12,6 +12,14 @@ import (
 // wake-up of another goroutine, often on the other core, costs more than
 // the TCP round trip (issue 16); siw likewise transmits in post_send.
 //
+// Inline transmission costs a system call per post, which bounds the
+// message rate of an application that posts faster than the wire takes
+// them; batching them is runTx's job. So a poster transmits inline only
+// while the QP ping-pongs: at most inlineStreak inline transmissions since
+// the last FPDU received, the rest of a burst waits for runTx, which
+// frames everything queued into one write. The receive path (answers to
+// Reads and Atomics, once per batch of input) is always inline.
+//
 // One goroutine at a time owns txbuf (txInline.busy, under qp.mu): runTx
 // or an inline transmitter. An inline transmitter does one pass (at most
 // txbuf), then leaves whatever the socket did not take, and any further
@@ -24,17 +32,23 @@ type txInline struct {
 	hand     bool                // busy, and txbuf[off:end] is runTx's to write
 	more     bool                // work was rung for while busy
 	rxWant   bool                // the receive path has something to send (ringRx)
+	streak   int                 // inline transmissions by posters since the last FPDU received
 	off, end int
 }
 
+// inlineStreak is how many posts in a row, with no FPDU received in
+// between, may transmit inline.
+const inlineStreak = 2
+
 // kick asks for transmission from a goroutine that holds no lock: inline
-// when it can, else by waking the transmitter.
-func (qp *QP) kick() {
+// when it can, else by waking the transmitter. fromRx: the receive path,
+// which is never held to the streak.
+func (qp *QP) kick(fromRx bool) {
 	if k := qp.txKick; k != nil {
 		k()
 		return
 	}
-	if !qp.txInlineStep() {
+	if !qp.txInlineStep(fromRx) {
 		qp.ringTx()
 	}
 }
@@ -53,7 +67,7 @@ func (qp *QP) ringRx() {
 // txInlineStep transmits what is ready in the calling goroutine. It
 // returns false when runTx should be woken instead (the QP is not in RTS,
 // the end of the stream is pending, or there is no inline LLP).
-func (qp *QP) txInlineStep() bool {
+func (qp *QP) txInlineStep(fromRx bool) bool {
 	qp.mu.Lock()
 	if qp.txi.busy {
 		// The owner rings runTx when it is done.
@@ -61,9 +75,13 @@ func (qp *QP) txInlineStep() bool {
 		qp.mu.Unlock()
 		return true
 	}
-	if qp.txi.w == nil || !qp.txOpen || qp.state != QPRTS || qp.termPending || qp.txDone {
+	if qp.txi.w == nil || !qp.txOpen || qp.state != QPRTS || qp.termPending || qp.txDone ||
+		!fromRx && qp.txi.streak >= inlineStreak {
 		qp.mu.Unlock()
 		return false
+	}
+	if !fromRx {
+		qp.txi.streak++
 	}
 	qp.txi.busy = true
 	qp.txReader.Enter()
