@@ -12,7 +12,8 @@
 // them up without a lock and allocate nothing. Completion, asynchronous
 // and rdma_cm events go to channels: an eventfd in semaphore mode plus a
 // queue (xrnic_chan_get). Configuration comes from XRNIC_TRANSPORT,
-// XRNIC_IFACE, XRNIC_CONFIG and XRNIC_DEBUG (see xrnic_engine.h).
+// XRNIC_IFACE, XRNIC_CONFIG, XRNIC_DEBUG and XRNIC_NO_INLINE_TX
+// (docs/VERBS-ABI.md, which also lists what is supported).
 //
 // Built without cgo, the package is only a stub command that says so.
 package main
