@@ -289,17 +289,31 @@ func (p *proc) describe() string {
 	return fmt.Sprintf("%s: %v\n--- output ---\n%s--- end ---", p.name, p.err, p.out.String())
 }
 
-// listening waits until a kernel TCP socket listens on port in ns (the
-// kernel transport's rdma_listen), or srv ends; afxdp listens in user
-// space, where only a connection attempt can tell.
-func (e *env) listening(srv *proc, ns string, port int, d time.Duration) bool {
-	deadline := time.Now().Add(d)
-	for time.Now().Before(deadline) && !srv.exited() {
-		out, _ := netns.Command(ns, "ss", "-Hltn", fmt.Sprintf("sport = :%d", port)).Output()
-		if len(bytes.TrimSpace(out)) > 0 {
+// startServer starts a server in namespace A and waits until its engine
+// listens on port: XRNIC_DEBUG=1 makes the engine log "listening on
+// ADDR:PORT" once rdma_listen's listener runs (over afxdp it is in user
+// space, invisible to ss). Servers print their own "waiting" lines
+// before they listen, so those cannot tell.
+func (e *env) startServer(t testing.TB, timeout time.Duration, port int, name string, args ...string) *proc {
+	t.Helper()
+	srv := e.start(t, e.pair.NSA, timeout, []string{"XRNIC_DEBUG=1"}, name, args...)
+	deadline := time.Now().Add(15 * time.Second)
+	for !srv.listens(port) {
+		if srv.exited() || time.Now().After(deadline) {
+			t.Fatalf("server never listened on port %d\n%s", port, srv.describe())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return srv
+}
+
+// listens tells whether the engine logged a listener on port.
+func (p *proc) listens(port int) bool {
+	suffix := fmt.Sprintf(":%d", port)
+	for _, l := range strings.Split(p.out.String(), "\n") {
+		if _, a, ok := strings.Cut(l, "xrnic: listening on "); ok && strings.HasSuffix(strings.TrimSpace(a), suffix) {
 			return true
 		}
-		time.Sleep(20 * time.Millisecond)
 	}
 	return false
 }

@@ -146,17 +146,8 @@ func TestPerftest(t *testing.T) {
 				if slices.Contains(r.args, "-a") {
 					timeout = 90 * time.Second
 				}
-				srv := e.start(t, e.pair.NSA, timeout, nil, r.bin, args...)
-				if !srv.waitFor("Waiting for client", 15*time.Second) {
-					t.Fatalf("server never waited for a client\n%s", srv.describe())
-				}
-				if !e.tr.afxdp && !e.listening(srv, e.pair.NSA, e.port, 10*time.Second) {
-					t.Fatalf("server never listened on %s:%s\n%s", ipA, port, srv.describe())
-				}
-				// perftest prints "Waiting" before its rdma_listen, and
-				// over afxdp the listener is in user space: a refused
-				// connect is retried there (connectRetry).
-				cli := e.connectRetry(t, srv, timeout, "#bytes", r.bin, append(args, ipA.String())...)
+				srv := e.startServer(t, timeout, e.port, r.bin, args...)
+				cli := e.start(t, e.pair.NSB, timeout, nil, r.bin, append(args, ipA.String())...)
 				cliErr := cli.wait()
 				srvErr := srv.wait()
 				if cliErr != nil || srvErr != nil {

@@ -45,46 +45,16 @@ func checkPings(out, prefix string, count, size int) error {
 	return nil
 }
 
-// connectRetry runs a client until it connects: over afxdp the listener
-// is in user space, so only an attempt tells that the server is ready
-// (over kernel TCP the test saw the listen socket: one attempt).
-// A refused attempt (REJECTED/UNREACHABLE/CONNECT_ERROR before progress)
-// is retried for up to 10 s while the server runs; anything else is the
-// result.
-// progress is a text only a connected client prints.
-func (e *env) connectRetry(t *testing.T, srv *proc, timeout time.Duration, progress, name string, args ...string) *proc {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for attempt := 1; ; attempt++ {
-		c := e.start(t, e.pair.NSB, timeout, nil, name, args...)
-		c.wait()
-		out := c.out.String()
-		refused := c.err != nil && !strings.Contains(out, progress) &&
-			(strings.Contains(out, "REJECTED") || strings.Contains(out, "UNREACHABLE") || strings.Contains(out, "CONNECT_ERROR"))
-		// Over kernel TCP the listen socket was seen: no excuse to retry.
-		if !refused || !e.tr.afxdp || srv.exited() || time.Now().After(deadline) {
-			if attempt > 1 {
-				t.Logf("%s connected on attempt %d", name, attempt)
-			}
-			return c
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-}
-
 func TestRping(t *testing.T) {
 	forEachTransport(t, []string{"rping"}, func(t *testing.T, e *env) {
 		for _, c := range []struct{ count, size int }{{50, 64}, {50, 4096}, {10, 65000}} {
 			t.Run(fmt.Sprintf("C%d_S%d", c.count, c.size), func(t *testing.T) {
 				port := fmt.Sprint(e.nextPort())
 				common := []string{"-a", ipA.String(), "-p", port, "-v", "-C", fmt.Sprint(c.count), "-S", fmt.Sprint(c.size)}
-				srv := e.start(t, e.pair.NSA, 60*time.Second, nil, "rping", append([]string{"-s"}, common...)...)
-				if !e.tr.afxdp && !e.listening(srv, e.pair.NSA, e.port, 10*time.Second) {
-					t.Fatalf("rping server never listened on %s:%s\n%s", ipA, port, srv.describe())
-				}
-				cli := e.connectRetry(t, srv, 60*time.Second, "ping data", "rping", append([]string{"-c", "-V"}, common...)...)
-				srvErr := srv.wait()
-				if cli.err != nil || srvErr != nil {
+				srv := e.startServer(t, 60*time.Second, e.port, "rping", append([]string{"-s"}, common...)...)
+				cli := e.start(t, e.pair.NSB, 60*time.Second, nil, "rping", append([]string{"-c", "-V"}, common...)...)
+				cliErr, srvErr := cli.wait(), srv.wait()
+				if cliErr != nil || srvErr != nil {
 					t.Fatalf("rping failed\nclient %s\nserver %s", cli.describe(), srv.describe())
 				}
 				if err := checkPings(cli.out.String(), "ping data: ", c.count, c.size); err != nil {
