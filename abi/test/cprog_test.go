@@ -174,7 +174,7 @@ func TestCProgram(t *testing.T) {
 		}
 		cli := e.start(t, e.pair.NSB, 3*time.Minute, nil, bin, "client", ipA.String(), fmt.Sprint(port))
 		cli.wait()
-		srv.wait()
+		srv.waitAfter(cli)
 		reportChecks(t, "client", cli, cChecks)
 		reportChecks(t, "server", srv, cChecks)
 		t.Run("gid", func(t *testing.T) {

@@ -249,6 +249,21 @@ func (p *proc) wait() error {
 	return p.err
 }
 
+// waitAfter waits for the server once the client ended: if the client
+// failed, the server gets 5 s to end before it is killed (a server
+// waiting for a client that is gone would otherwise use the whole
+// timeout).
+func (p *proc) waitAfter(cli *proc) error {
+	if cli.wait() != nil {
+		select {
+		case <-p.done:
+		case <-time.After(5 * time.Second):
+			p.cancel()
+		}
+	}
+	return p.wait()
+}
+
 // exited tells whether the process has ended.
 func (p *proc) exited() bool {
 	select {

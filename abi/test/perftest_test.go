@@ -148,10 +148,9 @@ func TestPerftest(t *testing.T) {
 				}
 				srv := e.startServer(t, timeout, e.port, r.bin, args...)
 				cli := e.start(t, e.pair.NSB, timeout, nil, r.bin, append(args, ipA.String())...)
-				cliErr := cli.wait()
-				srvErr := srv.wait()
+				cliErr, srvErr := cli.wait(), srv.waitAfter(cli)
 				if cliErr != nil || srvErr != nil {
-					t.Fatalf("%s failed (\"killed\": still running after %v)\nclient %s\nserver %s", r.bin, timeout, cli.describe(), srv.describe())
+					t.Fatalf("%s failed (\"killed\": still running after %v, or 5 s after its client failed)\nclient %s\nserver %s", r.bin, timeout, cli.describe(), srv.describe())
 				}
 				var notes []string
 				if err := checkPerf(r, cli.out.String(), &notes); err != nil {

@@ -53,7 +53,7 @@ func TestRping(t *testing.T) {
 				common := []string{"-a", ipA.String(), "-p", port, "-v", "-C", fmt.Sprint(c.count), "-S", fmt.Sprint(c.size)}
 				srv := e.startServer(t, 60*time.Second, e.port, "rping", append([]string{"-s"}, common...)...)
 				cli := e.start(t, e.pair.NSB, 60*time.Second, nil, "rping", append([]string{"-c", "-V"}, common...)...)
-				cliErr, srvErr := cli.wait(), srv.wait()
+				cliErr, srvErr := cli.wait(), srv.waitAfter(cli)
 				if cliErr != nil || srvErr != nil {
 					t.Fatalf("rping failed\nclient %s\nserver %s", cli.describe(), srv.describe())
 				}
