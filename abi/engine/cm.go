@@ -519,8 +519,11 @@ func connectID(h, qph uint64, p *connParamT) int {
 	}
 	id.state, id.qp = cmConnecting, q
 	addr := id.peer.String()
+	turn, done := dialOrder.take(addr)
 	go func() {
+		turn(id.ctx)
 		err := q.qp.Dial(id.ctx, addr, cp)
+		done()
 		if err == nil {
 			id.established(q, true)
 			return
@@ -698,4 +701,56 @@ func addrsID(h uint64, local, peer *sockaddrStorage) int {
 		putSockaddr(peer, id.peer)
 	}
 	return 0
+}
+
+// dialOrder keeps rdma_connect's order per destination: a connection is
+// dialled once the one before it to the same address is established (or
+// failed), so the responder's CONNECT_REQUEST events come in the order
+// the application connected. rdma_cm programs pair QPs by that order
+// (perftest -q N numbers both sides' QPs by event order); racing dials,
+// and the responder's concurrent MPA handshakes, would pair them at
+// random. A predecessor that is not accepted holds the next at most
+// dialOrderWait (a responder that waits for several requests before it
+// accepts any is served, only slower).
+var dialOrder = dialQueue{last: map[string]chan struct{}{}}
+
+const dialOrderWait = 2 * time.Second
+
+type dialQueue struct {
+	mu   sync.Mutex
+	last map[string]chan struct{} // closed when the latest dial to the address is over
+}
+
+// take queues a dial to addr: turn waits for the predecessor, done
+// releases the successor (idempotent).
+func (q *dialQueue) take(addr string) (turn func(context.Context), done func()) {
+	gate := make(chan struct{})
+	q.mu.Lock()
+	prev := q.last[addr]
+	q.last[addr] = gate
+	q.mu.Unlock()
+	var once sync.Once
+	done = func() {
+		once.Do(func() {
+			close(gate)
+			q.mu.Lock()
+			if q.last[addr] == gate {
+				delete(q.last, addr)
+			}
+			q.mu.Unlock()
+		})
+	}
+	turn = func(ctx context.Context) {
+		if prev == nil {
+			return
+		}
+		t := time.NewTimer(dialOrderWait)
+		defer t.Stop()
+		select {
+		case <-prev:
+		case <-t.C:
+		case <-ctx.Done():
+		}
+	}
+	return turn, done
 }

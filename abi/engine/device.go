@@ -195,6 +195,9 @@ func openDevice() int {
 		return fail(syscall.EINVAL, "xrnic: %v", err)
 	}
 	debugOn = cfg["XRNIC_DEBUG"] == "1"
+	if debugOn {
+		dumpOnSignal()
+	}
 	ifi, err := pickIface(cfg["XRNIC_IFACE"])
 	if err != nil {
 		return fail(syscall.ENODEV, "xrnic: %v", err)

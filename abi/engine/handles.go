@@ -100,3 +100,19 @@ func getT[T any](h uint64) *T {
 	p, _ := handles.get(h).(*T)
 	return p
 }
+
+// each calls f with every live object (for diagnostics).
+func (t *handleTable) each(f func(any)) {
+	t.mu.Lock()
+	n := len(t.gens)
+	t.mu.Unlock()
+	for idx := 0; idx < n; idx++ {
+		c := t.chunks[idx>>chunkBits].Load()
+		if c == nil {
+			continue
+		}
+		if e := c[idx&(chunkSize-1)].Load(); e != nil {
+			f(e.obj)
+		}
+	}
+}

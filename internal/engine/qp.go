@@ -569,13 +569,24 @@ func (qp *QP) flushRQLocked() {
 // entries that were given a specific error status keep it, the others are
 // flushed; the receive queue is flushed.
 func (qp *QP) flushLocked() {
+	// Completions are reported in order: a WR behind one that failed or
+	// never finished is flushed too, even if it was already handed to the
+	// LLP (a Send queued behind a Read that the peer refused never reached
+	// its receive, and must not be reported as a success after the error).
+	behind := false
 	for s := qp.sqHead; s != qp.sqTail; s++ {
 		e, _ := qp.sqSlot(s)
-		if e.state != sqDone {
+		switch {
+		case e.state != sqDone:
 			if e.status == StatusSuccess {
 				e.status = StatusWRFlushErr
 			}
 			e.state = sqDone
+			behind = true
+		case e.status != StatusSuccess:
+			behind = true
+		case behind:
+			e.status = StatusWRFlushErr
 		}
 	}
 	qp.completeSQLocked()
