@@ -66,6 +66,9 @@ var dev struct {
 	d    *verbs.Device
 	attr deviceAttr
 	a    verbs.Attributes
+	// ifname is the interface the port stands for (its state is read on
+	// every query).
+	ifname string
 }
 
 // config reads the XRNIC_* keys from the environment and XRNIC_CONFIG.
@@ -268,10 +271,8 @@ func openDevice() int {
 	if a.MaskedAtomics {
 		at.MaskedAtomics = 1
 	}
-	at.PortState = IBV_PORT_DOWN
-	if ifi.Flags&net.FlagUp != 0 && (ifi.Flags&net.FlagRunning != 0 || ifi.Flags&net.FlagLoopback != 0) {
-		at.PortState = IBV_PORT_ACTIVE
-	}
+	at.PortState = portState(ifi.Flags)
+	dev.ifname = ifi.Name
 	mtu := ifi.MTU
 	if a.XDP != nil && a.XDP.MTU > 0 {
 		mtu = a.XDP.MTU
@@ -321,6 +322,20 @@ func queryDevice(out *deviceAttr) int {
 	if dev.d == nil {
 		return fail(syscall.ENODEV, "xrnic_query_device: the device is not open (xrnic_open first)")
 	}
+	// The port's state is the interface's now, not at open (a link that
+	// came up since is ACTIVE).
+	if ifi, err := net.InterfaceByName(dev.ifname); err == nil {
+		dev.attr.PortState = portState(ifi.Flags)
+	} else {
+		dev.attr.PortState = IBV_PORT_DOWN
+	}
 	*out = dev.attr
 	return 0
+}
+
+func portState(f net.Flags) int32 {
+	if f&net.FlagUp != 0 && (f&net.FlagRunning != 0 || f&net.FlagLoopback != 0) {
+		return IBV_PORT_ACTIVE
+	}
+	return IBV_PORT_DOWN
 }

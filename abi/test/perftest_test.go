@@ -132,6 +132,12 @@ func checkPerf(r perfRun, out string, notes *[]string) error {
 	return nil
 }
 
+// perftestRaced tells a client whose test connection was refused before
+// any result: the server had not listened again yet.
+func perftestRaced(out string) bool {
+	return strings.Contains(out, "RDMA_CM_EVENT_REJECTED; error: -111") && !strings.Contains(out, "#bytes")
+}
+
 func TestPerftest(t *testing.T) {
 	var bins []string
 	for _, r := range perfRuns {
@@ -149,6 +155,17 @@ func TestPerftest(t *testing.T) {
 				srv := e.startServer(t, timeout, e.port, r.bin, args...)
 				cli := e.start(t, e.pair.NSB, timeout, nil, r.bin, append(args, ipA.String())...)
 				cliErr, srvErr := cli.wait(), srv.waitAfter(cli)
+				for try := 1; try < 3 && cliErr != nil && perftestRaced(cli.out.String()); try++ {
+					// perftest 4.5's own race: after its handshake the client
+					// dials the test connection before the server listens
+					// again, and its retry path is broken (fixed upstream).
+					t.Logf("try %d: perftest's client beat its server's second rdma_listen; again", try)
+					port = fmt.Sprint(e.nextPort())
+					args = append([]string{"-R", "-p", port}, r.args...)
+					srv = e.startServer(t, timeout, e.port, r.bin, args...)
+					cli = e.start(t, e.pair.NSB, timeout, nil, r.bin, append(args, ipA.String())...)
+					cliErr, srvErr = cli.wait(), srv.waitAfter(cli)
+				}
 				if cliErr != nil || srvErr != nil {
 					t.Fatalf("%s failed (\"killed\": still running after %v, or 5 s after its client failed)\nclient %s\nserver %s", r.bin, timeout, cli.describe(), srv.describe())
 				}
