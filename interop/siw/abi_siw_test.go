@@ -251,7 +251,7 @@ func TestABIPerftest(t *testing.T) {
 					waitPort(ctx, t, g, port)
 					h = startHost(ctx, t, g, lib, tr, append(args, g.GuestAddr.String())...)
 					out, herr = h.wait(ctx)
-					if try == 3 || !perftestRefused(h.stdout()+out) {
+					if try == 5 || !perftestRefused(h.stdout()+out) {
 						break
 					}
 					// perftest 4.5's race: its client dials the data
