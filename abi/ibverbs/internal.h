@@ -78,6 +78,10 @@ struct xcq {
 	   must run for anything to complete, and a spinning application
 	   on a host with few cores would otherwise starve them. */
 	uint32_t yield_after, empty;
+	/* ... and past this many it sleeps a moment per poll
+	   (XRNIC_POLL_SLEEP, 0: never): a long wait, as for a bandwidth
+	   test's moderated completions, leaves the cores to the engine. */
+	uint32_t sleep_after;
 	uint32_t comp_events_reported;	/* under cq.mutex */
 };
 

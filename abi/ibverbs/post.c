@@ -6,6 +6,7 @@
  */
 #include <arpa/inet.h>
 #include <sched.h>
+#include <time.h>
 #include <string.h>
 
 #include "internal.h"
@@ -253,21 +254,28 @@ int xrnic_ibv_post_recv(struct ibv_qp *qp, struct ibv_recv_wr *wr,
 int xrnic_ibv_poll_cq(struct ibv_cq *cq, int n, struct ibv_wc *wc)
 {
 	struct xcq *x = fast_xcq(cq);
-
+	uint32_t e;
 	int k;
 
 	if (!x || n < 0 || (n && !wc))
 		return -EINVAL;
 	if (x->counting && __atomic_load_n(&x->pushed, __ATOMIC_ACQUIRE) ==
 			       __atomic_load_n(&x->polled, __ATOMIC_RELAXED)) {
-		if (x->yield_after &&
-		    __atomic_add_fetch(&x->empty, 1, __ATOMIC_RELAXED) % x->yield_after == 0)
+		e = __atomic_add_fetch(&x->empty, 1, __ATOMIC_RELAXED);
+		if (x->sleep_after && e > x->sleep_after) {
+			struct timespec ts = {0, 1000};
+
+			nanosleep(&ts, NULL);
+		} else if (x->yield_after && e % x->yield_after == 0) {
 			sched_yield();
+		}
 		return 0;
 	}
 	k = xrnic_poll_cq(x->h, n, (struct xrnic_wc *)wc);
-	if (k > 0)
+	if (k > 0) {
 		__atomic_add_fetch(&x->polled, (uint64_t)k, __ATOMIC_RELAXED);
+		__atomic_store_n(&x->empty, 0, __ATOMIC_RELAXED);
+	}
 	return k;
 }
 

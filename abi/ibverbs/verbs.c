@@ -257,18 +257,19 @@ EXPORT void ibv_ack_cq_events(struct ibv_cq *cq, unsigned int nevents)
 
 /* ---- completion queues ---------------------------------------------------- */
 
-/* XRNIC_POLL_YIELD: empty polls in a row before a poller yields the CPU
-   (default 16; 0: never). */
-static uint32_t poll_yield(void)
+/* XRNIC_POLL_YIELD (default 16), XRNIC_POLL_SLEEP (default 2000): empty
+   polls in a row before a poller yields the CPU once, and before it
+   sleeps a moment per poll (0: never). */
+static uint32_t poll_env(const char *name, uint32_t def)
 {
-	const char *v = getenv("XRNIC_POLL_YIELD");
+	const char *v = getenv(name);
 	char *end;
 	unsigned long n;
 
 	if (!v || !*v)
-		return 16;
+		return def;
 	n = strtoul(v, &end, 10);
-	return *end || n > 1u << 30 ? 16 : (uint32_t)n;
+	return *end || n > 1u << 30 ? def : (uint32_t)n;
 }
 
 EXPORT struct ibv_cq *ibv_create_cq(struct ibv_context *context, int cqe,
@@ -299,7 +300,8 @@ EXPORT struct ibv_cq *ibv_create_cq(struct ibv_context *context, int cqe,
 	}
 	/* Without the counter every poll enters the engine. */
 	x->counting = xrnic_cq_count_pushes(x->h, &x->pushed) == 0;
-	x->yield_after = poll_yield();
+	x->yield_after = poll_env("XRNIC_POLL_YIELD", 16);
+	x->sleep_after = poll_env("XRNIC_POLL_SLEEP", 2000);
 	if (xrnic_reg_add(&x->cq)) {
 		xrnic_destroy_cq(x->h);
 		free(x);
