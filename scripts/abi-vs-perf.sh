@@ -58,7 +58,7 @@ run() { # run LABEL COL TOOL XPTEST ARGS...
 	local label=$1 col=$2 tool=$3 xt=$4; shift 4
 	local a=() b=()
 	for _ in $(seq "$REPS"); do
-		a+=("$(pt "$col" "$tool" "$@")"); b+=("$(xp "$col" "$xt" "$@" --spin 1m)")
+		a+=("$(pt "$col" "$tool" "$@")"); b+=("$(xp "$col" "$xt" "$@")")
 	done
 	local ma mb
 	ma=$(printf '%s\n' "${a[@]}" | grep -E '^[0-9.]+$' | median); mb=$(printf '%s\n' "${b[@]}" | grep -E '^[0-9.]+$' | median)
