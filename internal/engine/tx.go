@@ -88,12 +88,7 @@ func (qp *QP) runTx() {
 			}
 			_, err := qp.llp.Write(qp.txbuf[:n])
 			qp.mu.Lock()
-			if err != nil {
-				qp.fatalLocked(term.MPAConnectionLost, nil, false)
-			} else {
-				qp.stats.txBatches.Add(1)
-				qp.markWrittenLocked()
-			}
+			qp.wroteLocked(err)
 			qp.txi.busy, qp.txi.more = false, false
 			qp.mu.Unlock()
 		}
@@ -122,6 +117,17 @@ func (qp *QP) endTx() {
 		qp.txEndSet = true
 		close(qp.txEnded)
 	}
+}
+
+// wroteLocked records how a write of framed FPDUs ended: what it carried
+// is written, or the connection is lost.
+func (qp *QP) wroteLocked(err error) {
+	if err != nil {
+		qp.fatalLocked(term.MPAConnectionLost, nil, false)
+		return
+	}
+	qp.stats.txBatches.Add(1)
+	qp.markWrittenLocked()
 }
 
 func (qp *QP) markWrittenLocked() {

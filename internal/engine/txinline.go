@@ -1,9 +1,6 @@
 package engine
 
-import (
-	"xrnic/transport"
-	"xrnic/wire/term"
-)
+import "xrnic/transport"
 
 // Inline transmission over an LLP that can write without blocking (the
 // kernel transport): the goroutine that posts a WR, or that receives a
@@ -139,12 +136,7 @@ func (qp *QP) txHandoffLocked() bool {
 	qp.mu.Unlock()
 	_, err := qp.llp.Write(p)
 	qp.mu.Lock()
-	if err != nil {
-		qp.fatalLocked(term.MPAConnectionLost, nil, false)
-	} else {
-		qp.stats.txBatches.Add(1)
-		qp.markWrittenLocked()
-	}
+	qp.wroteLocked(err)
 	qp.txi.hand, qp.txi.busy, qp.txi.more = false, false, false
 	return true
 }
