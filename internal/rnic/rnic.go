@@ -129,7 +129,8 @@ type SendWR struct {
 const CmpSwapAll = ^uint64(0)
 
 // RecvWR is a receive work request (ibv_recv_wr): one buffer for one
-// incoming Send (any variant) or Immediate Data (which needs 8 bytes).
+// incoming Send (any variant) or Immediate Data (8 bytes, or no SGE at
+// all: then the Immediate Data is in the completion only).
 type RecvWR struct {
 	ID  uint64
 	SGL []SGE
