@@ -18,7 +18,9 @@ import (
 
 // reservePort binds a kernel TCP socket to our address and port (0: a free
 // one) without listening, so the kernel never uses the port itself. The
-// socket is created on a thread in the device's namespace.
+// socket is created on a thread in the device's namespace. SO_REUSEADDR,
+// as servers set it: a kernel connection of the port lingering in
+// TIME_WAIT does not hold the port, a kernel socket listening on it does.
 func (x *Transport) reservePort(port uint16) (int, uint16, error) {
 	fd := -1
 	err := onThread(x.ns, func() (err error) {
@@ -27,6 +29,12 @@ func (x *Transport) reservePort(port uint16) (int, uint16, error) {
 	})
 	if err != nil {
 		return -1, 0, err
+	}
+	if port != 0 {
+		if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_REUSEADDR, 1); err != nil {
+			unix.Close(fd)
+			return -1, 0, err
+		}
 	}
 	if err := unix.Bind(fd, &unix.SockaddrInet4{Addr: x.addr, Port: int(port)}); err != nil {
 		unix.Close(fd)
