@@ -163,6 +163,13 @@ static inline int conv_send(const struct ibv_send_wr *s,
 	}
 }
 
+/* The index in a chunk of n of the first WR the engine did not take, from
+   its count (kept inside the chunk whatever the engine says). */
+static int first_unposted(int posted, int n)
+{
+	return posted < 0 ? 0 : posted < n ? posted : n - 1;
+}
+
 int xrnic_ibv_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr,
 			struct ibv_send_wr **bad_wr)
 {
@@ -188,9 +195,7 @@ int xrnic_ibv_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr,
 			e = xrnic_post_send(x->h, w, n, &posted);
 			if (e) {
 				if (bad_wr)
-					*bad_wr = src[posted < 0    ? 0
-						      : posted < n ? posted
-								   : n - 1];
+					*bad_wr = src[first_unposted(posted, n)];
 				return e;
 			}
 		}
@@ -234,9 +239,7 @@ int xrnic_ibv_post_recv(struct ibv_qp *qp, struct ibv_recv_wr *wr,
 			e = xrnic_post_recv(x->h, w, n, &posted);
 			if (e) {
 				if (bad_wr)
-					*bad_wr = src[posted < 0    ? 0
-						      : posted < n ? posted
-								   : n - 1];
+					*bad_wr = src[first_unposted(posted, n)];
 				return e;
 			}
 		}

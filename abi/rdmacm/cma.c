@@ -689,6 +689,16 @@ XAPI int rdma_listen(struct rdma_cm_id *p, int backlog)
 	return 0;
 }
 
+/* The port of an AF_INET or AF_INET6 address (network order), else 0. */
+static __be16 sa_port(const struct sockaddr *sa)
+{
+	if (sa->sa_family == AF_INET)
+		return ((const struct sockaddr_in *)sa)->sin_port;
+	if (sa->sa_family == AF_INET6)
+		return ((const struct sockaddr_in6 *)sa)->sin6_port;
+	return 0;
+}
+
 XAPI __be16 rdma_get_src_port(struct rdma_cm_id *p)
 {
 	struct xid *x = xid_ref(p);
@@ -696,10 +706,7 @@ XAPI __be16 rdma_get_src_port(struct rdma_cm_id *p)
 
 	if (!x)
 		return 0;
-	if (x->pub.route.addr.src_addr.sa_family == AF_INET)
-		port = x->pub.route.addr.src_sin.sin_port;
-	else if (x->pub.route.addr.src_addr.sa_family == AF_INET6)
-		port = x->pub.route.addr.src_sin6.sin6_port;
+	port = sa_port(&x->pub.route.addr.src_addr);
 	xid_unref(x);
 	return port;
 }
@@ -711,10 +718,7 @@ XAPI __be16 rdma_get_dst_port(struct rdma_cm_id *p)
 
 	if (!x)
 		return 0;
-	if (x->pub.route.addr.dst_addr.sa_family == AF_INET)
-		port = x->pub.route.addr.dst_sin.sin_port;
-	else if (x->pub.route.addr.dst_addr.sa_family == AF_INET6)
-		port = x->pub.route.addr.dst_sin6.sin6_port;
+	port = sa_port(&x->pub.route.addr.dst_addr);
 	xid_unref(x);
 	return port;
 }
