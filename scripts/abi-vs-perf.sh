@@ -32,7 +32,6 @@ if [ "$TR" = afxdp ]; then
 	xpA+=(--iface xrap0); xpB+=(--iface xrbp0)
 fi
 port=23000
-# one NAME TOOL XPTEST COLUMN ARGS...: prints perftest's and xrnic-perf's value.
 pt() { # perftest pair; prints the result column $1 of the first result row
 	local col=$1; shift; port=$((port + 1))
 	ip netns exec "$A" "${envA[@]}" timeout 60 "$@" -R -p $port >/dev/null 2>&1 &
