@@ -81,6 +81,30 @@ type TryWriter interface {
 	TryWrite(p []byte) (n int, err error)
 }
 
+// Driver is a transport whose progress a consumer may drive on its own
+// goroutine (run to completion): one that spins on completions calls Drive
+// on each empty poll, and the transport's own threads step aside instead
+// of spinning beside it. Undrive says the consumer is about to block.
+type Driver interface {
+	Drive() DriveResult
+	Undrive()
+}
+
+// DriveResult is what a Drive did.
+type DriveResult int
+
+const (
+	// DriveNone: the transport's own threads are polling (they have not
+	// handed the work over, or another driver is stepping): poll as
+	// usual, yielding the CPU now and then.
+	DriveNone DriveResult = iota
+	// DriveIdle: the caller ran a step that found nothing to do.
+	DriveIdle
+	// DriveWork: the caller ran a step that did work (completions may
+	// have been queued).
+	DriveWork
+)
+
 // Aborter is a Conn that can be closed at once with a reset (TCP RST), for
 // connections refused before anything is read.
 type Aborter interface {

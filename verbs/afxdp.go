@@ -40,7 +40,7 @@ func openAFXDP(cfg DeviceConfig) (provider, error) {
 		return nil, fmt.Errorf("%w: %q (`ip link` lists the interfaces; the device is opened in the network namespace of the thread calling Open): %v",
 			ErrNoInterface, x.Iface, err)
 	}
-	ac := afxdp.Config{Iface: x.Iface, Queues: x.Queues, Mode: x.Mode, MTU: x.MTU, Logger: x.Logger, LockDir: x.LockDir}
+	ac := afxdp.Config{Iface: x.Iface, Queues: x.Queues, Mode: x.Mode, MTU: x.MTU, Logger: x.Logger, LockDir: x.LockDir, Spin: x.Spin}
 	if x.Addr.IsValid() {
 		ac.Addr = x.Addr.Unmap()
 	}

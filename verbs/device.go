@@ -113,6 +113,12 @@ type XDPConfig struct {
 	// Logger receives the transport's control-path events: the attach
 	// mode chosen, a stale attachment replaced (nil: slog.Default()).
 	Logger *slog.Logger
+	// Spin is how long a poll loop busy-polls after its last work before
+	// it sleeps (default 50µs; negative: never). Spinning answers a peer
+	// at once when a core is free; where the application's own threads
+	// spin on every core (perftest's ib_write_lat spins on memory) it
+	// takes their CPU instead: docs/PERFORMANCE.md has the measurements.
+	Spin time.Duration
 	// LockDir holds the per-interface owner locks (default /run/xrnic):
 	// every xrnic process that may use the interface must use the same.
 	LockDir string

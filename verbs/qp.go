@@ -36,7 +36,14 @@ type QPAttr struct {
 	// only after sending its MPA Reply. At most 3 per request. 0: 100 ms;
 	// negative: never.
 	WakeAfter time.Duration
+	// MaxInlineData is the largest payload PostSendInline takes
+	// (max_inline_data; 0: none, at most MaxInlineData of the package).
+	// The QP keeps a registered bounce ring of 2*SQDepth slots that size.
+	MaxInlineData int
 }
+
+// MaxInlineData is the largest QPAttr.MaxInlineData.
+const MaxInlineData = 4096
 
 // QP is an iWARP queue pair (ibv_qp + rdma_cm_id): one RDMAP stream over
 // one connection. Post methods may be called from several goroutines.
@@ -49,9 +56,15 @@ type QP struct {
 	smu  sync.Mutex // send post: wr and sgl are the copy handed down
 	swr  SendWR
 	ssge []SGE
-	rmu  sync.Mutex
-	rwr  RecvWR
-	rsge []SGE
+	// Inline sends (under smu): slot n of the bounce ring is reused by
+	// inline WR n+islots, when WR n has completed (the SQ holds at most
+	// islots/2 WRs, posted in order under smu).
+	inline        int // slot size, 0: none
+	imr           *MR
+	islots, inext uint64
+	rmu           sync.Mutex
+	rwr           RecvWR
+	rsge          []SGE
 }
 
 // CreateQP creates a QP in QPInit (ibv_create_qp). Receives may be posted
@@ -69,12 +82,62 @@ func (pd *PD) CreateQP(a QPAttr) (*QP, error) {
 	if a.MaxSGE > pd.dev.attrs.MaxSGE {
 		return nil, ErrBadAttr
 	}
+	if a.MaxInlineData < 0 || a.MaxInlineData > MaxInlineData {
+		return nil, ErrBadAttr
+	}
 	q, err := pd.dev.p.createQP(pd.id, &a)
 	if err != nil {
 		return nil, err
 	}
-	return &QP{pd: pd, q: q, scq: a.SendCQ, rcq: a.RecvCQ, num: q.num(),
-		ssge: make([]SGE, a.MaxSGE), rsge: make([]SGE, a.MaxSGE)}, nil
+	qp := &QP{pd: pd, q: q, scq: a.SendCQ, rcq: a.RecvCQ, num: q.num(),
+		ssge: make([]SGE, a.MaxSGE), rsge: make([]SGE, a.MaxSGE)}
+	if a.MaxInlineData > 0 {
+		qp.inline = (a.MaxInlineData + 63) &^ 63
+		qp.islots = uint64(2 * max(q.queues().SQDepth, 1))
+		if qp.imr, err = pd.RegMR(make([]byte, qp.inline*int(qp.islots)), 0); err != nil {
+			q.close()
+			return nil, err
+		}
+	}
+	return qp, nil
+}
+
+// PostSendInline posts wr with the concatenation of data as its payload,
+// copied now (IBV_SEND_INLINE): the buffers may be reused at once and
+// need no registration. wr.SGL must be empty; the payload may be up to
+// QPAttr.MaxInlineData bytes (ErrTooLong beyond, ErrInvalidWR on a QP
+// created without it). Reads and atomics cannot be inline. Like PostSend
+// it never allocates.
+func (qp *QP) PostSendInline(wr *SendWR, data ...[]byte) error {
+	if len(wr.SGL) != 0 || qp.inline == 0 || wr.Op == OpRead || wr.Op == OpFetchAdd || wr.Op == OpCmpSwap {
+		return ErrInvalidWR
+	}
+	total := 0
+	for _, d := range data {
+		total += len(d)
+	}
+	if total > qp.inline {
+		return ErrTooLong
+	}
+	qp.smu.Lock()
+	off := int(qp.inext%qp.islots) * qp.inline
+	dst := qp.imr.buf[off : off+total]
+	for _, d := range data {
+		dst = dst[copy(dst, d):]
+	}
+	w := &qp.swr
+	*w = SendWR{ID: wr.ID, Op: wr.Op, Flags: wr.Flags, Imm: wr.Imm, InvalidateSTag: wr.InvalidateSTag,
+		RemoteSTag: wr.RemoteSTag, RemoteTO: wr.RemoteTO}
+	if total > 0 {
+		qp.ssge[0] = qp.imr.SGE(off, total)
+		w.SGL = qp.ssge[:1]
+	}
+	err := qp.q.postSend(w)
+	if err == nil {
+		qp.inext++
+	}
+	qp.smu.Unlock()
+	return err
 }
 
 // Num returns the QP number (qp_num).
@@ -286,4 +349,10 @@ func (qp *QP) Disconnect(ctx context.Context) error { return qp.q.disconnect(ctx
 
 // Close disconnects if connected, flushes every outstanding WR and
 // destroys the QP (ibv_destroy_qp).
-func (qp *QP) Close() error { return qp.q.close() }
+func (qp *QP) Close() error {
+	err := qp.q.close()
+	if qp.imr != nil {
+		qp.imr.Dereg()
+	}
+	return err
+}

@@ -31,8 +31,10 @@ type xdpQueue struct {
 	stats queueStats
 }
 
+// queueStats are the loop's counters (LoopStats), written by whoever
+// holds the queue's token.
 type queueStats struct {
-	Sleeps, Iterations uint64
+	Iterations, Sleeps, Drives, Handovers, TakenBack, TakenBackStream uint64
 }
 
 type connEvent struct {

@@ -45,6 +45,31 @@ func (x *Transport) TCPStats() ([]tcpstack.Stats, error) {
 	return out, errors.Join(errs...)
 }
 
+// LoopStats are a poll loop's own counters.
+type LoopStats struct {
+	Iterations uint64 // iterations the loop goroutine ran
+	Sleeps     uint64 // waits for the socket, the eventfd or a timer
+	// Drives: iterations run by Drive on a caller's goroutine;
+	// Handovers: the loop's waits with its queue left to drivers.
+	Drives, Handovers uint64
+	// TakenBack: hand-overs ended because the drivers went quiet or
+	// blocked; TakenBackStream: ... because the queue streamed.
+	TakenBack, TakenBackStream uint64
+}
+
+// LoopStats returns each queue's poll loop counters, indexed by queue.
+func (x *Transport) LoopStats() ([]LoopStats, error) {
+	out := make([]LoopStats, len(x.loops))
+	var errs []error
+	for i, l := range x.loops {
+		q := l.q
+		if err := l.do(func() { out[i] = LoopStats(q.stats) }); err != nil {
+			errs = append(errs, fmt.Errorf("queue %d: %w", i, err))
+		}
+	}
+	return out, errors.Join(errs...)
+}
+
 // Counters returns the steering program's verdict counters.
 func (x *Transport) Counters() (bpf.Counters, error) { return x.prog.Counters() }
 
