@@ -31,9 +31,6 @@ type cqObj struct {
 	nqps   atomic.Int32
 	stop   chan struct{}
 	wg     sync.WaitGroup
-
-	pmu     sync.Mutex // the scratch completions of poll
-	scratch [32]verbs.Completion
 }
 
 type qpObj struct {
@@ -47,17 +44,11 @@ type qpObj struct {
 	wg       sync.WaitGroup
 	closing  atomic.Bool
 
-	// Inline sends: a registered bounce ring of 2*SQ depth slots; slot n
-	// is reused by inline WR n+2*depth, when WR n has completed (the SQ
-	// holds at most depth WRs).
-	imu    sync.Mutex
-	inline int // slot size, 0: none
-	ibuf   []byte
-	imr    *verbs.MR
-	islots uint64
-	inext  uint64
-	isge   [1]verbs.SGE
+	inline int // max_inline_data as made, 0: none
 }
+
+// inlineSGEs bounds the SGEs of an inline WR (the device's MaxSGE, 16).
+const inlineSGEs = 16
 
 func allocPD(out *uint64) int {
 	d := device()
@@ -270,6 +261,9 @@ func reqNotifyCQ(h uint64, solicitedOnly int32) int {
 		return int(syscall.EBADF)
 	}
 	c.cq.Notify(solicitedOnly != 0)
+	if b := driver.Load(); b != nil {
+		b.d.Undrive() // the application is about to wait for the event
+	}
 	return 0
 }
 
@@ -346,19 +340,19 @@ func pollCQ(h uint64, n int32, wc *wcT) int {
 	}
 	out := unsafe.Slice(wc, n)
 	total := 0
-	c.pmu.Lock()
+	// The conversion's scratch lives on this goroutine's stack: pollers
+	// of one CQ share nothing but the CQ's own lock.
+	var scratch [16]verbs.Completion
 	for total < len(out) {
-		k := c.cq.Poll(c.scratch[:min(len(c.scratch), len(out)-total)])
+		k := c.cq.Poll(scratch[:min(len(scratch), len(out)-total)])
 		for i := 0; i < k; i++ {
-			toWC(&c.scratch[i], &out[total+i])
-			c.scratch[i].Err = nil
+			toWC(&scratch[i], &out[total+i])
 		}
 		total += k
-		if k < len(c.scratch) {
+		if k < len(scratch) {
 			break
 		}
 	}
-	c.pmu.Unlock()
 	return total
 }
 
@@ -384,8 +378,9 @@ func createQP(pdh uint64, in *qpInitT, out *uint64, qpn *uint32) int {
 			in.MaxSendWR, in.MaxRecvWR, a.MaxWR, sge, a.MaxSGE, in.MaxInlineData, maxInline)
 	}
 	sq := int(max(in.MaxSendWR, 1))
+	inl := int((in.MaxInlineData + 63) &^ 63)
 	qp, err := p.pd.CreateQP(verbs.QPAttr{SendCQ: scq.cq, RecvCQ: rcq.cq, SQDepth: sq, RQDepth: int(in.MaxRecvWR),
-		MaxSGE: sge, SigAll: in.SQSigAll != 0})
+		MaxSGE: sge, SigAll: in.SQSigAll != 0, MaxInlineData: inl})
 	if err != nil {
 		if errors.Is(err, verbs.ErrCQOverflow) {
 			return fail(syscall.ENOMEM, "xrnic_create_qp: %v (send CQ depth %d, receive CQ depth %d, SQ %d, RQ %d)", err,
@@ -396,16 +391,7 @@ func createQP(pdh uint64, in *qpInitT, out *uint64, qpn *uint32) int {
 		}
 		return fail(syscall.EINVAL, "xrnic_create_qp: %v", err)
 	}
-	q := &qpObj{qp: qp, pd: p, scq: scq, rcq: rcq, async: async, cookie: in.Cookie, maxSGE: sge, stop: make(chan struct{})}
-	if in.MaxInlineData > 0 {
-		q.inline = int((in.MaxInlineData + 63) &^ 63)
-		q.islots = uint64(2 * sq)
-		q.ibuf = make([]byte, q.inline*int(q.islots))
-		if q.imr, err = p.pd.RegMR(q.ibuf, 0); err != nil {
-			qp.Close()
-			return fail(syscall.ENOMEM, "xrnic_create_qp: inline buffer: %v", err)
-		}
-	}
+	q := &qpObj{qp: qp, pd: p, scq: scq, rcq: rcq, async: async, cookie: in.Cookie, maxSGE: sge, stop: make(chan struct{}), inline: inl}
 	h := handles.add(q)
 	if h == 0 {
 		q.release()
@@ -425,12 +411,7 @@ func createQP(pdh uint64, in *qpInitT, out *uint64, qpn *uint32) int {
 	return 0
 }
 
-func (q *qpObj) release() {
-	q.qp.Close()
-	if q.imr != nil {
-		q.imr.Dereg()
-	}
-}
+func (q *qpObj) release() { q.qp.Close() }
 
 // watch queues the QP's async event when an error (a Terminate sent or
 // received, a lost connection) ends it; an orderly close, ToError or
@@ -535,6 +516,9 @@ func postSend(h uint64, wrs *sendWRT, n int32, posted *int32) int {
 			*posted++
 		}
 	}
+	if b := driver.Load(); b != nil && n > 0 {
+		b.d.Drive() // transmit now, on the posting thread
+	}
 	return 0
 }
 
@@ -577,39 +561,30 @@ func (q *qpObj) post(w *sendWRT) int {
 	return 0
 }
 
-// postInline copies the WR's bytes into the next bounce slot and posts it
-// from there.
+// postInline posts the WR with its bytes copied now (verbs'
+// PostSendInline: the copy and the post under the QP's own post lock).
 func (q *qpObj) postInline(wr *verbs.SendWR) int {
+	var src [inlineSGEs][]byte
+	if len(wr.SGL) > len(src) {
+		return failErr(syscall.EINVAL, errBadWR)
+	}
 	var total uint64
-	for i := range wr.SGL {
-		total += uint64(wr.SGL[i].Length)
-	}
-	if total > uint64(q.inline) {
-		return failErr(syscall.EINVAL, errInline)
-	}
-	q.imu.Lock()
-	off := int(q.inext%q.islots) * q.inline
-	dst := q.ibuf[off : off+int(total)]
+	n := 0
 	for i := range wr.SGL {
 		s := &wr.SGL[i]
+		total += uint64(s.Length)
 		if s.Length == 0 {
 			continue
 		}
 		// The SGE's address is the application's pointer (lkey unused).
-		src := unsafe.Slice((*byte)(*(*unsafe.Pointer)(unsafe.Pointer(&s.Addr))), s.Length)
-		dst = dst[copy(dst, src):]
+		src[n] = unsafe.Slice((*byte)(*(*unsafe.Pointer)(unsafe.Pointer(&s.Addr))), s.Length)
+		n++
 	}
-	q.isge[0] = q.imr.SGE(off, int(total))
-	wr.SGL = q.isge[:0]
-	if total > 0 {
-		wr.SGL = q.isge[:1]
+	if total > uint64(q.inline) {
+		return failErr(syscall.EINVAL, errInline)
 	}
-	err := q.qp.PostSend(wr)
-	if err == nil {
-		q.inext++
-	}
-	q.imu.Unlock()
-	if err != nil {
+	wr.SGL = nil
+	if err := q.qp.PostSendInline(wr, src[:n]...); err != nil {
 		return postErr(err)
 	}
 	return 0

@@ -10,9 +10,13 @@ import (
 	"net"
 	"os"
 	"runtime/debug"
+	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
+	"time"
+	"xrnic/transport"
 
 	"xrnic/verbs"
 )
@@ -96,16 +100,16 @@ func config() (map[string]string, error) {
 			return nil, fmt.Errorf("XRNIC_CONFIG %s: %v", path, err)
 		}
 	}
-	for _, k := range []string{"XRNIC_TRANSPORT", "XRNIC_IFACE", "XRNIC_DEBUG", "XRNIC_NO_INLINE_TX"} {
+	for _, k := range []string{"XRNIC_TRANSPORT", "XRNIC_IFACE", "XRNIC_DEBUG", "XRNIC_NO_INLINE_TX", "XRNIC_DRIVE", "XRNIC_SPIN"} {
 		if v, ok := os.LookupEnv(k); ok {
 			cfg[k] = v
 		}
 	}
 	for k := range cfg {
 		switch k {
-		case "XRNIC_TRANSPORT", "XRNIC_IFACE", "XRNIC_DEBUG", "XRNIC_NO_INLINE_TX":
+		case "XRNIC_TRANSPORT", "XRNIC_IFACE", "XRNIC_DEBUG", "XRNIC_NO_INLINE_TX", "XRNIC_DRIVE", "XRNIC_SPIN":
 		default:
-			return nil, fmt.Errorf("XRNIC_CONFIG: unknown key %s (known: XRNIC_TRANSPORT, XRNIC_IFACE, XRNIC_DEBUG, XRNIC_NO_INLINE_TX)", k)
+			return nil, fmt.Errorf("XRNIC_CONFIG: unknown key %s (known: XRNIC_TRANSPORT, XRNIC_IFACE, XRNIC_DEBUG, XRNIC_NO_INLINE_TX, XRNIC_DRIVE, XRNIC_SPIN)", k)
 		}
 	}
 	return cfg, nil
@@ -214,6 +218,16 @@ func openDevice() int {
 			return fail(syscall.EINVAL, "xrnic: XRNIC_TRANSPORT=afxdp needs XRNIC_IFACE=<interface> (the one to attach XDP to)")
 		}
 		dc.XDP.Iface = ifi.Name
+		if v := cfg["XRNIC_SPIN"]; v != "" {
+			us, err := strconv.Atoi(v)
+			if err != nil || us < 0 {
+				return fail(syscall.EINVAL, "xrnic: XRNIC_SPIN=%q: want microseconds the poll loop spins before it sleeps (0: never; default 50)", v)
+			}
+			dc.XDP.Spin = time.Duration(us) * time.Microsecond
+			if us == 0 {
+				dc.XDP.Spin = -1
+			}
+		}
 		if !debugOn {
 			// The application's stderr is its own: the attach
 			// report only with XRNIC_DEBUG=1.
@@ -283,6 +297,9 @@ func openDevice() int {
 		at.AFXDP = 1
 	}
 	dev.d, dev.a, dev.attr, dev.refs = d, a, at, 1
+	if dr, ok := d.Transport().(transport.Driver); ok && cfg["XRNIC_DRIVE"] != "0" {
+		driver.Store(&driveBox{dr})
+	}
 	debugf("opened: transport %s, interface %s, MTU %d", a.LLP, ifi.Name, mtu)
 	return 0
 }
@@ -301,12 +318,29 @@ func closeDevice() int {
 	if dev.refs > 0 {
 		return 0
 	}
+	driver.Store(nil)
 	err := dev.d.Close()
 	dev.d = nil
 	if err != nil {
 		return fail(syscall.EIO, "xrnic: close the device: %v", err)
 	}
 	return 0
+}
+
+// driver is the open device's transport when it can be driven by the
+// application's threads (afxdp): posts and empty polls step it, arming a
+// CQ hands it back (transport.Driver).
+var driver atomic.Pointer[driveBox]
+
+type driveBox struct{ d transport.Driver }
+
+// drive steps the transport on the calling thread: xrnic_drive.
+func drive() int {
+	b := driver.Load()
+	if b == nil {
+		return -1
+	}
+	return int(b.d.Drive())
 }
 
 // device returns the open device, or nil.

@@ -6,12 +6,13 @@ import (
 	"runtime"
 	"sync"
 	"syscall"
+	"xrnic/transport/afxdp"
 )
 
 var dumpOnce sync.Once
 
 // dumpOnSignal, with XRNIC_DEBUG=1, writes every goroutine's stack and
-// each QP's queues to stderr on SIGUSR1: what a stalled application's
+// each QP's queues (and on afxdp the poll loops' counters) to stderr on SIGUSR1: what a stalled application's
 // engine is doing (a C host gives the Go runtime no SIGQUIT dump).
 func dumpOnSignal() {
 	dumpOnce.Do(func() {
@@ -22,6 +23,14 @@ func dumpOnSignal() {
 			for range ch {
 				n := runtime.Stack(buf, true)
 				os.Stderr.Write(buf[:n])
+				if d := device(); d != nil {
+					if ls, ok := d.Transport().(interface {
+						LoopStats() ([]afxdp.LoopStats, error)
+					}); ok {
+						st, err := ls.LoopStats()
+						debugf("poll loops: %+v %v", st, err)
+					}
+				}
 				handles.each(func(o any) {
 					if q, ok := o.(*qpObj); ok {
 						debugf("QP %d: state %v, queues %+v, stats tx %d rx %d", q.qp.Num(), q.qp.State(), q.qp.Queues(), q.qp.Stats().TxFPDUs, q.qp.Stats().RxFPDUs)

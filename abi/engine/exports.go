@@ -177,6 +177,9 @@ func xrnic_cq_count_pushes(cq C.uint64_t, counter *C.uint64_t) C.int {
 	return C.int(countPushes(uint64(cq), unsafe.Pointer(counter)))
 }
 
+//export xrnic_drive
+func xrnic_drive() C.int { return C.int(drive()) }
+
 //export xrnic_req_notify_cq
 func xrnic_req_notify_cq(cq C.uint64_t, solicitedOnly C.int) C.int {
 	return C.int(reqNotifyCQ(uint64(cq), int32(solicitedOnly)))

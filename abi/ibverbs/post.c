@@ -254,22 +254,43 @@ int xrnic_ibv_post_recv(struct ibv_qp *qp, struct ibv_recv_wr *wr,
 
 /* ---- poll and notify ------------------------------------------------------ */
 
+static inline int cq_empty(struct xcq *x)
+{
+	return __atomic_load_n(&x->pushed, __ATOMIC_ACQUIRE) ==
+	       __atomic_load_n(&x->polled, __ATOMIC_RELAXED);
+}
+
+/* xrnic_drive: -1 none, 0 the engine polls, 1 stepped idle, 2 worked. */
+static inline int drive(struct xcq *x)
+{
+	int r = xrnic_drive();
+
+	if (r < 0)
+		x->drive = 0; /* not this transport, or XRNIC_DRIVE=0 */
+	return r;
+}
+
+/* An empty poll on afxdp drives the transport (xrnic_drive): the
+   polling thread does the engine's receive and transmit work itself. */
 int xrnic_ibv_poll_cq(struct ibv_cq *cq, int n, struct ibv_wc *wc)
 {
 	struct xcq *x = fast_xcq(cq);
 	uint32_t e;
-	int k;
+	int k, d = -1;
 
 	if (!x || n < 0 || (n && !wc))
 		return -EINVAL;
-	if (x->counting && __atomic_load_n(&x->pushed, __ATOMIC_ACQUIRE) ==
-			       __atomic_load_n(&x->polled, __ATOMIC_RELAXED)) {
+	if (x->counting && cq_empty(x) &&
+	    (!x->drive || (d = drive(x)) < 2 || cq_empty(x))) {
 		e = __atomic_add_fetch(&x->empty, 1, __ATOMIC_RELAXED);
 		if (x->sleep_after && e > x->sleep_after) {
 			struct timespec ts = {0, 1000};
 
 			nanosleep(&ts, NULL);
-		} else if (x->yield_after && e % x->yield_after == 0) {
+		} else if (d <= 0 && x->yield_after &&
+			   e % x->yield_after == 0) {
+			/* (A poller that stepped is the engine: nobody to
+			   yield to.) */
 			sched_yield();
 		}
 		return 0;

@@ -153,6 +153,16 @@ int xrnic_poll_cq(uint64_t cq, int n, struct xrnic_wc *wc);
    that compares it with the completions it has polled can skip the call
    into the engine while the CQ is empty. NULL stops it. */
 int xrnic_cq_count_pushes(uint64_t cq, uint64_t *counter);
+/* Drives the transport from the calling thread (afxdp: run to
+   completion). Once drives come often, and the queue does not stream, the
+   engine's poll loop steps aside and each drive runs its poll step here,
+   so a spinning poller and the loop do not compete for the cores.
+   -1: the transport has no such step (kernel, or XRNIC_DRIVE=0); 0: the
+   engine's loop polls (poll as usual, yielding now and then); 1: a step
+   ran and found nothing; 2: a step did work (completions may have been
+   queued). Posts drive too; xrnic_req_notify_cq hands the transport back
+   to the engine. */
+int xrnic_drive(void);
 /* Arms the CQ once: the next completion (solicited_only: the next
    solicited receive or any error) queues XRNIC_EV_COMP on its channel. */
 int xrnic_req_notify_cq(uint64_t cq, int solicited_only);

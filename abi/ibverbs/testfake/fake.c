@@ -196,6 +196,11 @@ E int xrnic_cq_count_pushes(uint64_t cq, uint64_t *counter)
 	return ENOSYS;
 }
 
+E int xrnic_drive(void)
+{
+	return -1;
+}
+
 E int xrnic_req_notify_cq(uint64_t cq, int solicited_only)
 {
 	cq_armed[cq] = 1;
