@@ -8,6 +8,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"xrnic/transport"
 	"xrnic/verbs"
 )
 
@@ -100,12 +101,12 @@ func (s *session) runLat(ctx context.Context, size int) (LatResult, uint64, erro
 			if err := s.postPing(qp, 0, i, size, rs); err != nil {
 				return LatResult{}, 0, fmt.Errorf("post: %w", err)
 			}
-			if c, err := spinOne(ctx, s.scq, s.wc); err != nil {
+			if c, err := s.spinOne(ctx, s.scq, s.wc); err != nil {
 				return LatResult{}, 0, err
 			} else if c.Status != verbs.StatusSuccess {
 				return LatResult{}, 0, fmt.Errorf("write failed: %s (%v)", c.Status, c.Err)
 			}
-			if err := spinByte(ctx, slot, size-1, marker(i)); err != nil {
+			if err := s.spinByte(ctx, slot, size-1, marker(i)); err != nil {
 				return LatResult{}, 0, err
 			}
 			if p.validate && verr == nil {
@@ -220,7 +221,7 @@ func (s *session) pong(ctx context.Context, size int) serveResult {
 			// CQ until that Write completes; no sleep anywhere.
 			slot := s.recvSlot(0)
 			m := marker(i)
-			if spinByte(ctx, slot, size-1, m) != nil {
+			if s.spinByte(ctx, slot, size-1, m) != nil {
 				return res
 			}
 			if p.validate && res.ok {
@@ -232,7 +233,7 @@ func (s *session) pong(ctx context.Context, size int) serveResult {
 			if err := s.postPing(qp, 0, i, size, rs); err != nil {
 				return serveResult{err: err}
 			}
-			c, err := spinOne(ctx, s.scq, s.wc)
+			c, err := s.spinOne(ctx, s.scq, s.wc)
 			if err != nil {
 				return res
 			}
@@ -282,12 +283,12 @@ func (s *session) pong(ctx context.Context, size int) serveResult {
 // spinOne busy-polls cq for one completion (perftest's do { ibv_poll_cq }
 // while (ne == 0)): it never sleeps; it yields the processor between
 // polls, so the engine's goroutines run on a small host.
-func spinOne(ctx context.Context, cq *verbs.CQ, wc []verbs.Completion) (verbs.Completion, error) {
+func (s *session) spinOne(ctx context.Context, cq *verbs.CQ, wc []verbs.Completion) (verbs.Completion, error) {
 	for n := 1; ; n++ {
 		if cq.Poll(wc[:1]) == 1 {
 			return wc[0], nil
 		}
-		spinYield()
+		s.spinPause()
 		if n%spinCheck == 0 {
 			if err := ctx.Err(); err != nil {
 				return verbs.Completion{}, err
@@ -298,9 +299,9 @@ func spinOne(ctx context.Context, cq *verbs.CQ, wc []verbs.Completion) (verbs.Co
 
 // spinByte busy-polls b[i] until it holds m (perftest's poll of the last
 // byte of the buffer), yielding between polls, never sleeping.
-func spinByte(ctx context.Context, b []byte, i int, m byte) error {
+func (s *session) spinByte(ctx context.Context, b []byte, i int, m byte) error {
 	for n := 1; loadByte(b, i) != m; n++ {
-		spinYield()
+		s.spinPause()
 		if n%spinCheck == 0 {
 			if err := ctx.Err(); err != nil {
 				return err
@@ -322,4 +323,13 @@ const spinCheck = 256
 func spinYield() {
 	runtime.Gosched()
 	unix.Syscall(unix.SYS_SCHED_YIELD, 0, 0, 0)
+}
+
+// spinPause is one pause of a spin: with --drive a poll step of the
+// transport (once its loop has handed over), else spinYield.
+func (s *session) spinPause() {
+	if s.drv != nil && s.drv.Drive() != transport.DriveNone {
+		return
+	}
+	spinYield()
 }

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"time"
 
+	"xrnic/transport"
 	"xrnic/verbs"
 )
 
@@ -20,6 +21,7 @@ type session struct {
 	client bool
 	dev    *verbs.Device
 	pd     *verbs.PD
+	drv    transport.Driver // --drive on afxdp, else nil
 
 	// Control QP.
 	cqp          *verbs.QP
@@ -79,6 +81,9 @@ func newSession(p *params, client bool) (*session, error) {
 	var err error
 	if s.dev, err = openDevice(p); err != nil {
 		return nil, err
+	}
+	if d, ok := s.dev.Transport().(transport.Driver); ok && p.drive {
+		s.drv = d
 	}
 	if s.pd, err = s.dev.AllocPD(); err != nil {
 		s.close()
@@ -290,13 +295,14 @@ func (s *session) bye(ctx context.Context) {
 // (with -e at once).
 type poller struct {
 	spin time.Duration
+	drv  transport.Driver
 }
 
 func (s *session) newPoller() poller {
 	if s.p.events {
 		return poller{}
 	}
-	return poller{spin: s.p.spin}
+	return poller{spin: s.p.spin, drv: s.drv}
 }
 
 // wait returns when cq has completions or ctx ends; idleSince is when the
@@ -304,6 +310,12 @@ func (s *session) newPoller() poller {
 func (pl poller) wait(ctx context.Context, cq *verbs.CQ, idleSince time.Time) error {
 	if cq.Len() > 0 {
 		return nil
+	}
+	if pl.drv != nil {
+		if pl.drv.Drive() == transport.DriveNone {
+			runtime.Gosched() // the transport's loop still polls
+		}
+		return ctx.Err()
 	}
 	if pl.spin > 0 && time.Since(idleSince) < pl.spin {
 		runtime.Gosched()

@@ -219,3 +219,25 @@ func TestXDPBWNetns(t *testing.T) {
 		})
 	}
 }
+
+// --drive (run to completion: the polling goroutine runs the afxdp poll
+// step) between two namespaces: send_lat, write_lat (which spins on
+// memory) and atomic_lat complete with the counts asked and positive
+// numbers on both ends (no timing assertions).
+func TestDriveNetns(t *testing.T) {
+	netnstest.RequireRoot(t, true)
+	pair := netnstest.NewPair(t, netnstest.PairOptions{Prefix: "xrnicperf-", DevA: "xpa", DevB: "xpb",
+		AddrA: netip.MustParseAddr("198.18.0.1"), AddrB: netip.MustParseAddr("198.18.0.2"), LimitGSO: true})
+	for _, test := range []string{"send_lat", "write_lat", "atomic_lat"} {
+		t.Run(test, func(t *testing.T) {
+			cout := runXDPPair(t, pair, filepath.Join(t.TempDir(), "out.json"), test, "--transport", "afxdp", "--drive", "-n", "2000")
+			line := resultFields(t, cout)
+			if len(line) != 9 || line[1] != "2000" {
+				t.Fatalf("latency line %q:\n%s", line, cout)
+			}
+			if v, err := strconv.ParseFloat(line[4], 64); err != nil || v <= 0 {
+				t.Fatalf("t_typical %q:\n%s", line[4], cout)
+			}
+		})
+	}
+}
