@@ -44,8 +44,8 @@ import (
 //
 // Run to completion (Drive): an application thread that spins on its
 // completions (the C ABI's ibv_poll_cq) can run the iterations itself.
-// Whoever iterates holds the queue's token (owner): the loop goroutine
-// while it is awake, a driver for the length of one iteration. A loop that
+// Whoever iterates holds the queue's token (owner): the loop goroutine,
+// or while the queue is handed over a driver, for one iteration. A loop that
 // idles while drivers knock often (driveMin within driveWindow) and whose
 // queue does not stream hands the queue over: it releases the token and
 // waits on the eventfd alone, with the socket out of its epoll set,
@@ -88,8 +88,8 @@ type pollLoop struct {
 	cmdsRun  []func()
 	kicksRun []*xconn
 
-	// owner is the token of whoever runs iterations: the loop goroutine
-	// while awake, a driver (Drive) for one iteration.
+	// owner is the token of whoever runs iterations: the loop goroutine,
+	// or while the queue is handed over a driver, for one iteration.
 	owner atomic.Bool
 	// drives counts Drive calls (successful or not); handedOver is set
 	// while the loop waits with the queue handed to drivers, undrive asks
@@ -265,8 +265,8 @@ func (l *pollLoop) run(started chan<- error) {
 	}
 	var drain [8]byte
 	spin := l.x.cfg.Spin
-	// The loop holds the token while awake (it starts with it) and
-	// gives it up only while it sleeps.
+	// The loop holds the token (it starts with it) except while its
+	// queue is handed over.
 	l.acquire()
 	last := q.clk.update()
 	seen, seenAt := l.drives.Load(), last
@@ -333,10 +333,9 @@ func (l *pollLoop) run(started chan<- error) {
 			epf.SetReadDeadline(time.Time{})
 		}
 		q.stats.Sleeps++
+		// (The token stays ours: drivers step only a queue handed over.)
 		unix.EpollCtl(ep, unix.EPOLL_CTL_ADD, sfd, &sev) // a frame already there makes the set ready at once
-		l.owner.Store(false)                             // drivers may iterate while we sleep
 		rc.Read(ready)
-		l.acquire()
 		unix.EpollCtl(ep, unix.EPOLL_CTL_DEL, sfd, nil)
 		l.sleeping.Store(false)
 		unix.Read(l.efd, drain[:])
