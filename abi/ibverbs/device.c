@@ -539,3 +539,11 @@ void xrnic_ibv_set_device_ops(struct xctx *x)
 	x->vctx.context.ops._compat_query_device = ibv_query_device;
 	x->vctx.context.ops._compat_query_port = ibv_query_port;
 }
+
+/* libxrnic.so, a dependency, has run its constructors (the Go runtime
+   started with the asynchronous signals blocked): give the loading
+   thread its signal mask back (xrnic_engine.h). */
+__attribute__((constructor)) static void xrnic_ibverbs_init(void)
+{
+	xrnic_restore_sigmask();
+}

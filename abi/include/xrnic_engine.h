@@ -163,6 +163,13 @@ int xrnic_cq_count_pushes(uint64_t cq, uint64_t *counter);
    queued). Posts drive too; xrnic_req_notify_cq hands the transport back
    to the engine. */
 int xrnic_drive(void);
+
+/* Gives the thread that loaded libxrnic.so its signal mask back: the
+   engine's threads are started with the asynchronous signals blocked (an
+   application's handler without SA_ONSTACK must not run on a Go stack),
+   and so was the loading thread until now. libibverbs.so.1 and
+   librdmacm.so.1 call it from their constructors. */
+void xrnic_restore_sigmask(void);
 /* Arms the CQ once: the next completion (solicited_only: the next
    solicited receive or any error) queues XRNIC_EV_COMP on its channel. */
 int xrnic_req_notify_cq(uint64_t cq, int solicited_only);

@@ -986,3 +986,9 @@ int xcm_sync_request(struct xid *l, struct rdma_cm_id **idp)
 	*idp = &c->pub;
 	return 0;
 }
+
+/* As libibverbs.so.1 does: the loading thread's signal mask back. */
+__attribute__((constructor)) static void xrnic_rdmacm_init(void)
+{
+	xrnic_restore_sigmask();
+}

@@ -196,6 +196,10 @@ E int xrnic_cq_count_pushes(uint64_t cq, uint64_t *counter)
 	return ENOSYS;
 }
 
+E void xrnic_restore_sigmask(void)
+{
+}
+
 E int xrnic_drive(void)
 {
 	return -1;

@@ -409,3 +409,7 @@ X int xrnic_cm_addrs(uint64_t h, struct sockaddr_storage *l, struct sockaddr_sto
 	pthread_mutex_unlock(&mu);
 	return err;
 }
+
+X void xrnic_restore_sigmask(void)
+{
+}
