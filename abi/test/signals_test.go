@@ -88,3 +88,22 @@ func sigBlk(path string) (uint64, error) {
 	}
 	return 0, fmt.Errorf("%s: no SigBlk", path)
 }
+
+// TestSignalOnStack: a handler the application installs without
+// SA_ONSTACK, with signal() or sigaction(), gets it (abi/ibverbs/signals.c),
+// and still runs.
+func TestSignalOnStack(t *testing.T) {
+	lib := requireLibs(t)
+	bin := buildC(t, "sigonstack")
+	cmd := exec.Command(bin)
+	cmd.Env = append(os.Environ(), "LD_LIBRARY_PATH="+lib)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("%s: %v\n%s", bin, err, out)
+	}
+	for _, want := range []string{"SIGALRM onstack 1", "SIGUSR2 onstack 1", "handled 1"} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("no %q in:\n%s", want, out)
+		}
+	}
+}
