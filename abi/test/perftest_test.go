@@ -132,6 +132,13 @@ func checkPerf(r perfRun, out string, notes *[]string) error {
 	return nil
 }
 
+// perftestUncalibrated tells a run whose clock calibration failed
+// (perftest's get_cpu_mhz: the samples of cycles against time too noisy),
+// after which perftest divides by a zero frequency.
+func perftestUncalibrated(out string) bool {
+	return strings.Contains(out, "Correlation coefficient r^2")
+}
+
 // perftestRaced tells a client whose test connection was refused before
 // any result: the server had not listened again yet.
 func perftestRaced(out string) bool {
@@ -170,6 +177,21 @@ func TestPerftest(t *testing.T) {
 					t.Fatalf("%s failed (\"killed\": still running after %v, or 5 s after its client failed)\nclient %s\nserver %s", r.bin, timeout, cli.describe(), srv.describe())
 				}
 				var notes []string
+				for try := 1; try < 4 && perftestUncalibrated(cli.out.String()) && checkPerf(r, cli.out.String(), &notes) != nil; try++ {
+					// perftest's own clock calibration failed on a loaded
+					// host (it then prints inf): a measurement of perftest's,
+					// not of ours.
+					t.Logf("try %d: perftest could not calibrate its clock (r^2 < 0.9); again", try)
+					notes = nil
+					port = fmt.Sprint(e.nextPort())
+					args = append([]string{"-R", "-p", port}, r.args...)
+					srv = e.startServer(t, timeout, e.port, r.bin, args...)
+					cli = e.start(t, e.pair.NSB, timeout, nil, r.bin, append(args, ipA.String())...)
+					if cliErr, srvErr = cli.wait(), srv.waitAfter(cli); cliErr != nil || srvErr != nil {
+						t.Fatalf("%s failed\nclient %s\nserver %s", r.bin, cli.describe(), srv.describe())
+					}
+				}
+				notes = nil
 				if err := checkPerf(r, cli.out.String(), &notes); err != nil {
 					t.Fatalf("client results: %v\n%s", err, cli.describe())
 				}

@@ -176,6 +176,9 @@ func ParseOptions(b []byte, o *Options) error {
 			o.HasTimestamps = true
 			o.TSVal, o.TSEcr = opt.Timestamps()
 		case OptSACK:
+			// A repeated SACK option replaces the earlier one whole: no
+			// blocks of a longer first one stay behind NumSACK.
+			o.SACK = [MaxSACKBlocks]SACKBlock{}
 			o.NumSACK = opt.SACKBlocks()
 			for i := range o.NumSACK {
 				o.SACK[i] = opt.SACKBlock(i)
