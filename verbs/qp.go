@@ -102,6 +102,10 @@ func (pd *PD) CreateQP(a QPAttr) (*QP, error) {
 	return qp, nil
 }
 
+// MaxInlineData returns the largest payload PostSendInline takes: the
+// QPAttr.MaxInlineData asked, rounded up to 64 bytes (0: none).
+func (qp *QP) MaxInlineData() int { return qp.inline }
+
 // PostSendInline posts wr with the concatenation of data as its payload,
 // copied now (IBV_SEND_INLINE): the buffers may be reused at once and
 // need no registration. wr.SGL must be empty; the payload may be up to

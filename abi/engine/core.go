@@ -330,6 +330,8 @@ func toWC(c *verbs.Completion, w *wcT) {
 }
 
 // pollCQ is xrnic_poll_cq: a count or a negative errno.
+var scratchPool = sync.Pool{New: func() any { return new([16]verbs.Completion) }}
+
 func pollCQ(h uint64, n int32, wc *wcT) int {
 	c := getT[cqObj](h)
 	if c == nil {
@@ -340,19 +342,22 @@ func pollCQ(h uint64, n int32, wc *wcT) int {
 	}
 	out := unsafe.Slice(wc, n)
 	total := 0
-	// The conversion's scratch lives on this goroutine's stack: pollers
-	// of one CQ share nothing but the CQ's own lock.
-	var scratch [16]verbs.Completion
+	// The conversion's scratch comes from a sync.Pool (per-P caches):
+	// pollers share no lock but the CQ's own, and a steady poll allocates
+	// nothing (a stack array escapes through CQ.Poll: 1 KiB a call).
+	scratch := scratchPool.Get().(*[16]verbs.Completion)
 	for total < len(out) {
 		k := c.cq.Poll(scratch[:min(len(scratch), len(out)-total)])
 		for i := 0; i < k; i++ {
 			toWC(&scratch[i], &out[total+i])
+			scratch[i].Err = nil
 		}
 		total += k
 		if k < len(scratch) {
 			break
 		}
 	}
+	scratchPool.Put(scratch)
 	return total
 }
 
@@ -378,9 +383,8 @@ func createQP(pdh uint64, in *qpInitT, out *uint64, qpn *uint32) int {
 			in.MaxSendWR, in.MaxRecvWR, a.MaxWR, sge, a.MaxSGE, in.MaxInlineData, maxInline)
 	}
 	sq := int(max(in.MaxSendWR, 1))
-	inl := int((in.MaxInlineData + 63) &^ 63)
 	qp, err := p.pd.CreateQP(verbs.QPAttr{SendCQ: scq.cq, RecvCQ: rcq.cq, SQDepth: sq, RQDepth: int(in.MaxRecvWR),
-		MaxSGE: sge, SigAll: in.SQSigAll != 0, MaxInlineData: inl})
+		MaxSGE: sge, SigAll: in.SQSigAll != 0, MaxInlineData: int(in.MaxInlineData)})
 	if err != nil {
 		if errors.Is(err, verbs.ErrCQOverflow) {
 			return fail(syscall.ENOMEM, "xrnic_create_qp: %v (send CQ depth %d, receive CQ depth %d, SQ %d, RQ %d)", err,
@@ -391,7 +395,7 @@ func createQP(pdh uint64, in *qpInitT, out *uint64, qpn *uint32) int {
 		}
 		return fail(syscall.EINVAL, "xrnic_create_qp: %v", err)
 	}
-	q := &qpObj{qp: qp, pd: p, scq: scq, rcq: rcq, async: async, cookie: in.Cookie, maxSGE: sge, stop: make(chan struct{}), inline: inl}
+	q := &qpObj{qp: qp, pd: p, scq: scq, rcq: rcq, async: async, cookie: in.Cookie, maxSGE: sge, stop: make(chan struct{}), inline: qp.MaxInlineData()}
 	h := handles.add(q)
 	if h == 0 {
 		q.release()
@@ -568,11 +572,9 @@ func (q *qpObj) postInline(wr *verbs.SendWR) int {
 	if len(wr.SGL) > len(src) {
 		return failErr(syscall.EINVAL, errBadWR)
 	}
-	var total uint64
 	n := 0
 	for i := range wr.SGL {
 		s := &wr.SGL[i]
-		total += uint64(s.Length)
 		if s.Length == 0 {
 			continue
 		}
@@ -580,11 +582,12 @@ func (q *qpObj) postInline(wr *verbs.SendWR) int {
 		src[n] = unsafe.Slice((*byte)(*(*unsafe.Pointer)(unsafe.Pointer(&s.Addr))), s.Length)
 		n++
 	}
-	if total > uint64(q.inline) {
-		return failErr(syscall.EINVAL, errInline)
-	}
 	wr.SGL = nil
-	if err := q.qp.PostSendInline(wr, src[:n]...); err != nil {
+	switch err := q.qp.PostSendInline(wr, src[:n]...); err {
+	case nil:
+	case verbs.ErrTooLong, verbs.ErrInvalidWR: // longer than made, or no inline on this QP
+		return failErr(syscall.EINVAL, errInline)
+	default:
 		return postErr(err)
 	}
 	return 0
