@@ -4,6 +4,7 @@ import (
 	"context"
 	"sync"
 	"sync/atomic"
+	"xrnic/internal/engine"
 )
 
 // CQ is a completion queue (ibv_cq). Every posted work request reserves
@@ -63,12 +64,18 @@ func (cq *CQ) Poll(wc []Completion) int {
 	return n
 }
 
+// PushCounter is the memory CountPushes counts into: Pushed, and Waiters,
+// the pollers futex-waiting on Pushed's low 32 bits, whom every
+// completion wakes.
+type PushCounter = engine.PushCounter
+
 // CountPushes makes every completion the engine queues from now on add 1
-// to *p (nil stops it), so a poller that counts what Poll returned can
-// tell an empty CQ without calling Poll: the C ABI's ibv_poll_cq spins on
-// it. p may be C memory. Completions of synchronous helpers that Poll
-// drops (ExecWRID) are counted too.
-func (cq *CQ) CountPushes(p *atomic.Uint64) { cq.c.countPushes(p) }
+// to p.Pushed (nil stops it), so a poller that counts what Poll returned
+// can tell an empty CQ without calling Poll, and can sleep until the next
+// completion (PushCounter): the C ABI's ibv_poll_cq spins on it. p may be
+// C memory. Completions of synchronous helpers that Poll drops (ExecWRID)
+// are counted too.
+func (cq *CQ) CountPushes(p *PushCounter) { cq.c.countPushes(p) }
 
 // Wait blocks until at least one completion can be polled or ctx ends (the
 // blocking half of the ibv_get_cq_event loop, without arming). Meant for

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math"
 	"net"
-	"sync/atomic"
 
 	"xrnic/atomics"
 	"xrnic/internal/engine"
@@ -183,15 +182,15 @@ func (k *kernelDev) createCQ(depth int) (cqImpl, error) {
 }
 
 // poll hands wc to the engine as it is: the completion type is shared.
-func (c *kernelCQ) poll(wc []Completion) int       { return c.cq.Poll(wc) }
-func (c *kernelCQ) wait(ctx context.Context) error { return c.cq.Wait(ctx) }
-func (c *kernelCQ) arm(solicitedOnly bool)         { c.cq.Arm(solicitedOnly) }
-func (c *kernelCQ) events() <-chan struct{}        { return c.cq.Events() }
-func (c *kernelCQ) countPushes(p *atomic.Uint64)   { c.cq.CountPushes(p) }
-func (c *kernelCQ) len() int                       { return c.cq.Len() }
-func (c *kernelCQ) cap() int                       { return c.cq.Cap() }
-func (c *kernelCQ) close() error                   { return mapErr(c.cq.Close()) }
-func (k *kernelDev) close() error                  { return k.d.Close() }
+func (c *kernelCQ) poll(wc []Completion) int          { return c.cq.Poll(wc) }
+func (c *kernelCQ) wait(ctx context.Context) error    { return c.cq.Wait(ctx) }
+func (c *kernelCQ) arm(solicitedOnly bool)            { c.cq.Arm(solicitedOnly) }
+func (c *kernelCQ) events() <-chan struct{}           { return c.cq.Events() }
+func (c *kernelCQ) countPushes(p *engine.PushCounter) { c.cq.CountPushes(p) }
+func (c *kernelCQ) len() int                          { return c.cq.Len() }
+func (c *kernelCQ) cap() int                          { return c.cq.Cap() }
+func (c *kernelCQ) close() error                      { return mapErr(c.cq.Close()) }
+func (k *kernelDev) close() error                     { return k.d.Close() }
 func (k *kernelDev) memStats() (mem.CheckCounts, int) {
 	t := k.d.Table()
 	return t.Counts(), t.Live()

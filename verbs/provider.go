@@ -3,8 +3,8 @@ package verbs
 import (
 	"context"
 	"net"
-	"sync/atomic"
 
+	"xrnic/internal/engine"
 	"xrnic/mem"
 	"xrnic/transport"
 	"xrnic/wire/term"
@@ -56,7 +56,7 @@ type cqImpl interface {
 	wait(ctx context.Context) error
 	arm(solicitedOnly bool)
 	events() <-chan struct{}
-	countPushes(p *atomic.Uint64)
+	countPushes(p *engine.PushCounter)
 	len() int
 	cap() int
 	close() error

@@ -251,7 +251,7 @@ func countPushes(h uint64, p unsafe.Pointer) int {
 	if uintptr(p)%8 != 0 {
 		return fail(syscall.EINVAL, "xrnic_cq_count_pushes: the counter must be 8-byte aligned")
 	}
-	c.cq.CountPushes((*atomic.Uint64)(p))
+	c.cq.CountPushes((*verbs.PushCounter)(p))
 	return 0
 }
 

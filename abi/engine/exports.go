@@ -173,7 +173,7 @@ func xrnic_poll_cq(cq C.uint64_t, n C.int, wc *C.struct_xrnic_wc) C.int {
 }
 
 //export xrnic_cq_count_pushes
-func xrnic_cq_count_pushes(cq C.uint64_t, counter *C.uint64_t) C.int {
+func xrnic_cq_count_pushes(cq C.uint64_t, counter *C.struct_xrnic_push_counter) C.int {
 	return C.int(countPushes(uint64(cq), unsafe.Pointer(counter)))
 }
 

@@ -71,7 +71,8 @@ struct xcq {
 	/* Completions the engine queued (xrnic_cq_count_pushes) and those
 	   polled: equal means empty, so ibv_poll_cq need not enter the
 	   engine (each entry takes a Go scheduler P from its threads). */
-	uint64_t pushed, polled;
+	struct xrnic_push_counter ctr;
+	uint64_t polled;
 	int counting; /* the engine keeps pushed */
 	int drive;    /* empty polls drive the transport (afxdp) */
 	/* A poller that found the CQ empty this many times in a row yields
@@ -79,10 +80,17 @@ struct xcq {
 	   must run for anything to complete, and a spinning application
 	   on a host with few cores would otherwise starve them. */
 	uint32_t yield_after, empty;
-	/* ... and past this many it sleeps a moment per poll
-	   (XRNIC_POLL_SLEEP, 0: never): a long wait, as for a bandwidth
-	   test's moderated completions, leaves the cores to the engine. */
+	/* ... and past this many it sleeps until the engine queues a
+	   completion (a futex on ctr.pushed, 1 ms at most; XRNIC_POLL_SLEEP,
+	   0: never): a long wait, as for a bandwidth test's moderated
+	   completions, leaves the cores to the engine, and the wake-up
+	   costs one system call in the engine per completion slept for. */
 	uint32_t sleep_after;
+	/* When this run of empty polls began (ns), and whether the last run
+	   lasted over LONG_WAIT_NS: then this one sleeps after a sixteenth
+	   of sleep_after, and does not drive. */
+	uint64_t wait_start;
+	uint32_t long_wait;
 	uint32_t comp_events_reported;	/* under cq.mutex */
 };
 

@@ -259,7 +259,7 @@ EXPORT void ibv_ack_cq_events(struct ibv_cq *cq, unsigned int nevents)
 
 /* XRNIC_POLL_YIELD (default 16), XRNIC_POLL_SLEEP (default 2000): empty
    polls in a row before a poller yields the CPU once, and before it
-   sleeps a moment per poll (0: never). */
+   sleeps until the next completion (0: never). */
 static uint32_t poll_env(const char *name, uint32_t def)
 {
 	const char *v = getenv(name);
@@ -299,7 +299,7 @@ EXPORT struct ibv_cq *ibv_create_cq(struct ibv_context *context, int cqe,
 		return NULL;
 	}
 	/* Without the counter every poll enters the engine. */
-	x->counting = xrnic_cq_count_pushes(x->h, &x->pushed) == 0;
+	x->counting = xrnic_cq_count_pushes(x->h, &x->ctr) == 0;
 	x->drive = to_xctx(context)->attr.afxdp;
 	x->yield_after = poll_env("XRNIC_POLL_YIELD", 16);
 	x->sleep_after = poll_env("XRNIC_POLL_SLEEP", 2000);

@@ -148,11 +148,21 @@ int xrnic_create_cq(int cqe, uint64_t ch, uint64_t cookie, uint64_t *cq,
 		    int *depth);
 int xrnic_destroy_cq(uint64_t cq); /* EBUSY while QPs use it */
 int xrnic_poll_cq(uint64_t cq, int n, struct xrnic_wc *wc);
-/* From now on every completion queued on the CQ adds 1 to *counter (C
+/* Where a CQ counts its completions (xrnic_cq_count_pushes). */
+struct xrnic_push_counter {
+	uint64_t pushed;  /* completions queued, atomic */
+	uint32_t waiters; /* pollers futex-waiting on pushed's low 32 bits */
+	uint32_t reserved;
+};
+/* From now on every completion queued on the CQ adds 1 to c->pushed (C
    memory, 8-byte aligned, atomic; valid until xrnic_destroy_cq): a poller
    that compares it with the completions it has polled can skip the call
-   into the engine while the CQ is empty. NULL stops it. */
-int xrnic_cq_count_pushes(uint64_t cq, uint64_t *counter);
+   into the engine while the CQ is empty. To sleep until the next
+   completion a poller adds 1 to c->waiters, reads pushed and, if the CQ
+   is still empty, futex-waits (FUTEX_WAIT_PRIVATE) on pushed's low 32
+   bits (x86-64: the word at its address); while waiters is not zero the
+   engine wakes them on every completion. NULL stops it. */
+int xrnic_cq_count_pushes(uint64_t cq, struct xrnic_push_counter *c);
 /* Drives the transport from the calling thread (afxdp: run to
    completion). Once drives come often, and the queue does not stream, the
    engine's poll loop steps aside and each drive runs its poll step here,

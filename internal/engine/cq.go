@@ -25,7 +25,19 @@ type CQ struct {
 	events chan struct{} // armed notifications
 	// pushes, when set, counts every completion queued: a poller that
 	// compares it with what it has polled skips empty polls (the C ABI).
-	pushes atomic.Pointer[atomic.Uint64]
+	pushes atomic.Pointer[PushCounter]
+}
+
+// PushCounter is where a CQ counts the completions it queues
+// (CountPushes), so that a poller in another language can tell an empty
+// CQ without calling Poll, and sleep until the next completion: it adds
+// itself to Waiters and futex-waits on Pushed's low 32 bits (the word
+// at Pushed's address on a little-endian host); every push while
+// Waiters is not zero wakes them. Its memory may be outside the Go heap.
+type PushCounter struct {
+	Pushed  atomic.Uint64
+	Waiters atomic.Uint32
+	_       uint32
 }
 
 const (
@@ -49,9 +61,9 @@ func (d *Device) CreateCQ(depth int) (*CQ, error) {
 	return cq, nil
 }
 
-// CountPushes makes every completion queued from now on add 1 to *p (nil
-// stops it). p may be outside the Go heap (C memory).
-func (cq *CQ) CountPushes(p *atomic.Uint64) { cq.pushes.Store(p) }
+// CountPushes makes every completion queued from now on add 1 to
+// p.Pushed and wake p's waiters (nil stops it).
+func (cq *CQ) CountPushes(p *PushCounter) { cq.pushes.Store(p) }
 
 // Cap returns the CQ capacity.
 func (cq *CQ) Cap() int { return len(cq.ring) }
@@ -175,14 +187,21 @@ func (cq *CQ) push(c *Completion) {
 	}
 	cq.ring[i] = *c
 	cq.n++
-	if p := cq.pushes.Load(); p != nil {
-		p.Add(1)
+	p := cq.pushes.Load()
+	if p != nil {
+		p.Pushed.Add(1)
 	}
 	notify := cq.armed == armNext || (cq.armed == armSolicited && (c.Flags&WCSolicited != 0 || c.Status != StatusSuccess))
 	if notify {
 		cq.armed = armNone
 	}
 	cq.mu.Unlock()
+	// Pushed is added before Waiters is read, and a waiter adds itself
+	// before it reads Pushed (both sequentially consistent), so one of
+	// the two sees the other: no sleeper misses a push.
+	if p != nil && p.Waiters.Load() != 0 {
+		futexWake(&p.Pushed)
+	}
 	select {
 	case cq.wake <- struct{}{}:
 	default:

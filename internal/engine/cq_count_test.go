@@ -1,9 +1,6 @@
 package engine
 
-import (
-	"sync/atomic"
-	"testing"
-)
+import "testing"
 
 // TestCQCountPushes: the push counter counts every completion queued, so
 // pushed minus polled is what waits (the C ABI skips empty polls on it).
@@ -17,8 +14,9 @@ func TestCQCountPushes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var pushed atomic.Uint64
-	cq.CountPushes(&pushed)
+	var pc PushCounter
+	pushed := &pc.Pushed
+	cq.CountPushes(&pc)
 	for i := range 5 {
 		if !cq.reserve() {
 			t.Fatal("reserve")

@@ -191,7 +191,7 @@ E int xrnic_poll_cq(uint64_t cq, int n, struct xrnic_wc *wc)
 }
 
 /* The fake keeps no push counter: every poll reaches it (the fallback). */
-E int xrnic_cq_count_pushes(uint64_t cq, uint64_t *counter)
+E int xrnic_cq_count_pushes(uint64_t cq, struct xrnic_push_counter *c)
 {
 	return ENOSYS;
 }
