@@ -5,18 +5,8 @@ import "testing"
 // TestCQCountPushes: the push counter counts every completion queued, so
 // pushed minus polled is what waits (the C ABI skips empty polls on it).
 func TestCQCountPushes(t *testing.T) {
-	d, err := Open(Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer d.Close()
-	cq, err := d.CreateCQ(8)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var pc PushCounter
+	cq, pc := countedCQ(t)
 	pushed := &pc.Pushed
-	cq.CountPushes(&pc)
 	for i := range 5 {
 		if !cq.reserve() {
 			t.Fatal("reserve")
@@ -34,4 +24,20 @@ func TestCQCountPushes(t *testing.T) {
 	if got := pushed.Load(); got != 5 {
 		t.Fatalf("counted after CountPushes(nil): %d", got)
 	}
+}
+
+// countedCQ is a CQ of 8 on a fresh device, counting into a PushCounter.
+func countedCQ(t *testing.T) (*CQ, *PushCounter) {
+	d, err := Open(Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Close() })
+	cq, err := d.CreateCQ(8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pc := new(PushCounter)
+	cq.CountPushes(pc)
+	return cq, pc
 }

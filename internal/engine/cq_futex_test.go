@@ -13,19 +13,9 @@ import (
 
 // TestCQPushWakesFutexWaiter: a poller asleep on the PushCounter (as the C
 // ABI's ibv_poll_cq sleeps after spinning) is woken by the next push, not
-// by its timeout; with nobody waiting a push makes no system call.
+// by its timeout.
 func TestCQPushWakesFutexWaiter(t *testing.T) {
-	d, err := Open(Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer d.Close()
-	cq, err := d.CreateCQ(8)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var pc PushCounter
-	cq.CountPushes(&pc)
+	cq, pc := countedCQ(t)
 	for round := range 3 {
 		res := make(chan error, 1)
 		pc.Waiters.Add(1)
