@@ -329,9 +329,10 @@ func toWC(c *verbs.Completion, w *wcT) {
 	}
 }
 
-// pollCQ is xrnic_poll_cq: a count or a negative errno.
+// scratchPool holds pollCQ's conversion scratch.
 var scratchPool = sync.Pool{New: func() any { return new([16]verbs.Completion) }}
 
+// pollCQ is xrnic_poll_cq: a count or a negative errno.
 func pollCQ(h uint64, n int32, wc *wcT) int {
 	c := getT[cqObj](h)
 	if c == nil {

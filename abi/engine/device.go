@@ -16,8 +16,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
-	"xrnic/transport"
 
+	"xrnic/transport"
 	"xrnic/verbs"
 )
 

@@ -6,14 +6,16 @@ import (
 	"runtime"
 	"sync"
 	"syscall"
+
 	"xrnic/transport/afxdp"
 )
 
 var dumpOnce sync.Once
 
 // dumpOnSignal, with XRNIC_DEBUG=1, writes every goroutine's stack and
-// each QP's queues (and on afxdp the poll loops' counters) to stderr on SIGUSR1: what a stalled application's
-// engine is doing (a C host gives the Go runtime no SIGQUIT dump).
+// each QP's queues (on afxdp also the poll loops' counters) to stderr on
+// SIGUSR1: what a stalled application's engine is doing (a C host gives
+// the Go runtime no SIGQUIT dump).
 func dumpOnSignal() {
 	dumpOnce.Do(func() {
 		ch := make(chan os.Signal, 1)
@@ -24,10 +26,8 @@ func dumpOnSignal() {
 				n := runtime.Stack(buf, true)
 				os.Stderr.Write(buf[:n])
 				if d := device(); d != nil {
-					if ls, ok := d.Transport().(interface {
-						LoopStats() ([]afxdp.LoopStats, error)
-					}); ok {
-						st, err := ls.LoopStats()
+					if x, ok := d.Transport().(*afxdp.Transport); ok {
+						st, err := x.LoopStats()
 						debugf("poll loops: %+v %v", st, err)
 					}
 				}

@@ -73,7 +73,7 @@ struct xcq {
 	   engine (each entry takes a Go scheduler P from its threads). */
 	struct xrnic_push_counter ctr;
 	uint64_t polled;
-	int counting; /* the engine keeps pushed */
+	int counting; /* the engine keeps ctr */
 	int drive;    /* empty polls drive the transport (afxdp) */
 	/* A poller that found the CQ empty this many times in a row yields
 	   the CPU once (XRNIC_POLL_YIELD, 0: never): the engine's threads

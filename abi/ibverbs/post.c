@@ -291,7 +291,8 @@ static inline uint64_t now_ns(void)
    completions, not a ping-pong's round trip) makes the next one sleep
    after a sixteenth of the spin: the wait is likely long again, and
    spinning through it takes a core from the engine (kernel ib_write_bw
-   0.80 of xrnic-perf spinning through, 0.99 sleeping early). */
+   in one interleaved batch: 1140 MiB/s sleeping after 2000 polls, 1439
+   after 100). */
 #define LONG_WAIT_NS 500000u
 
 /* xrnic_drive: -1 none, 0 the engine polls, 1 stepped idle, 2 worked. */

@@ -249,20 +249,18 @@ func (l *pollLoop) run(started chan<- error) {
 	}
 	started <- nil
 	evs := make([]unix.EpollEvent, 4)
-	ready := func(uintptr) bool {
-		if l.pending() || l.stopping.Load() {
-			return true
+	// A wait ends when cond holds or the epoll set is ready.
+	readyIf := func(cond func() bool) func(uintptr) bool {
+		return func(uintptr) bool {
+			if cond() {
+				return true
+			}
+			n, _ := unix.EpollWait(ep, evs, 0)
+			return n > 0
 		}
-		n, _ := unix.EpollWait(ep, evs, 0)
-		return n > 0
 	}
-	handedReady := func(uintptr) bool {
-		if l.stopping.Load() || l.undrive.Load() {
-			return true
-		}
-		n, _ := unix.EpollWait(ep, evs, 0)
-		return n > 0
-	}
+	ready := readyIf(func() bool { return l.pending() || l.stopping.Load() })
+	handedReady := readyIf(func() bool { return l.stopping.Load() || l.undrive.Load() })
 	var drain [8]byte
 	spin := l.x.cfg.Spin
 	// The loop holds the token (it starts with it) except while its
