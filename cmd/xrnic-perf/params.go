@@ -241,7 +241,7 @@ func newFlagSet(p *params, out io.Writer, given *[]string) *pflag.FlagSet {
 	arg("outs", "<num>")
 	fs.IntVarP(&p.qps, "qp", "q", 1, "number of QPs")
 	arg("qp", "<num of qp's>")
-	fs.IntVarP(&p.cqMod, "cq-mod", "Q", 100, "bw tests: one completion every N work requests")
+	fs.IntVarP(&p.cqMod, "cq-mod", "Q", 100, "bw tests: one completion every N work requests (as perftest: 1 above 8 KiB unless -Q, -a or -e)")
 	arg("cq-mod", "<num>")
 	fs.IntVarP(&p.port, "port", "p", 18515, "TCP port")
 	arg("port", "<port>")
@@ -572,6 +572,12 @@ func (p *params) defaults() error {
 		p.txDepth = min(p.txDepth, p.outs)
 	}
 	if t.bw {
+		// perftest signals every work request above 8 KiB unless -Q, -a
+		// or -e is given (its "disabled" CQ moderation): the same test
+		// must post the same way.
+		if p.size > cqModSizeLimit && !p.all && !p.events && !p.set["cq-mod"] {
+			p.cqMod = 1
+		}
 		p.cqMod = min(p.cqMod, p.txDepth)
 	} else {
 		p.cqMod = 1
@@ -581,6 +587,9 @@ func (p *params) defaults() error {
 	}
 	return nil
 }
+
+// cqModSizeLimit is perftest's MSG_SIZE_CQ_MOD_LIMIT.
+const cqModSizeLimit = 8192
 
 // sizes returns the message sizes of the run.
 func (p *params) sizes() []int {

@@ -300,3 +300,29 @@ func TestUsageNamesRealOptions(t *testing.T) {
 	}
 	t.Fatal("the usage text has no demo line")
 }
+
+// As perftest (its MSG_SIZE_CQ_MOD_LIMIT), a bandwidth test above 8 KiB
+// signals every work request unless -Q, -a or -e says otherwise.
+func TestCQModLargeMessages(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want int
+	}{
+		{[]string{"write_bw"}, 1},
+		{[]string{"read_bw", "-s", "8192"}, 100},
+		{[]string{"read_bw", "-s", "8193"}, 1},
+		{[]string{"send_bw", "-Q", "64"}, 64},
+		{[]string{"write_bw", "-a"}, 100},
+		{[]string{"write_bw", "-e"}, 100},
+		{[]string{"write_bw", "-s", "4096", "-t", "16"}, 16},
+		{[]string{"write_lat", "-s", "65536"}, 1},
+	} {
+		p, err := parseParams(c.args, &bytes.Buffer{})
+		if err != nil {
+			t.Fatalf("%v: %v", c.args, err)
+		}
+		if p.cqMod != c.want {
+			t.Errorf("%v: CQ moderation %d, want %d", c.args, p.cqMod, c.want)
+		}
+	}
+}
