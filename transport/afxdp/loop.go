@@ -106,7 +106,13 @@ type pollLoop struct {
 // driveWindow, and takes it back when a window passes with fewer. A
 // spinning application calls Drive every few hundred nanoseconds; one that
 // only polls now and then (a passive target answering Reads) stays far
-// below, so its peer's requests are still served by the loop at once.
+// below, so its peer's requests are still served by the loop at once; so
+// does one that polls in bursts and waits elsewhere between them
+// (ib_write_lat polls for its Write's completion, then spins on memory:
+// 10-20 calls per window). Handed such a queue, nobody polled the socket
+// until the next check: ib_write_lat through the ABI at 540 µs typical
+// with 16 calls per window, about 50 µs with 64, ib_send_lat unchanged
+// at about 4 µs.
 //
 // A queue that moves streamFrames frames (both directions) within a
 // window streams: the loop keeps it, or takes it back, for driveBusyKeep,
@@ -118,11 +124,59 @@ type pollLoop struct {
 // trip, 40-80 per window here; 128 in 200 µs is 0.64 Mpps, near the
 // copy-mode frame rate of a veth.
 const (
-	driveMin      = 16
+	driveMin      = 64
 	driveWindow   = 200 * time.Microsecond
 	streamFrames  = 128
 	driveBusyKeep = 10 * time.Millisecond
 )
+
+// A turn of the idle spin runs in well under a microsecond while the
+// loop's thread has its core; one longer than spinLostTurn lost the core
+// to another runnable thread. Spinning on cores that runnable threads
+// wait for (an application spinning on memory, as ib_write_lat does in
+// both processes) delays everyone: spinLostMax lost turns, each within
+// spinLostWindow of the last, stop the spin for spinCalm (the loop then
+// sleeps as soon as it idles). Measured on the 2-core VM, afxdp, perftest
+// through the ABI: ib_write_lat 93-104 µs typical with the spin, 43-48
+// with this (36-42 never spinning); loops beside sleeping or driving
+// applications (ib_send_lat, xrnic-perf) rarely lose a turn and keep
+// spinning.
+const (
+	spinLostTurn   = 20 * time.Microsecond
+	spinLostMax    = 2
+	spinLostWindow = 50 * time.Millisecond
+	spinCalm       = 50 * time.Millisecond
+)
+
+// spinGuard counts the idle spin's lost turns.
+type spinGuard struct {
+	// prev: when the last turn yielded (before the loop's last work:
+	// none in this spin yet); lost turns, the last at lostAt; no
+	// spinning before calmUntil.
+	prev, lostAt, calmUntil time.Duration
+	lost                    int
+}
+
+// check looks at the turn that ends at now (the loop's last work at
+// last) and reports whether it stopped the spin.
+func (g *spinGuard) check(now, last time.Duration) bool {
+	if g.prev <= last || now-g.prev <= spinLostTurn {
+		return false
+	}
+	if now-g.lostAt > spinLostWindow {
+		g.lost = 0
+	}
+	g.lost++
+	g.lostAt = now
+	if g.lost < spinLostMax {
+		return false
+	}
+	g.calmUntil, g.lost = now+spinCalm, 0
+	return true
+}
+
+// may reports whether the loop may spin at now.
+func (g *spinGuard) may(now time.Duration) bool { return now >= g.calmUntil }
 
 // streams reports whether n frames in d are a stream (streamFrames per
 // driveWindow or more).
@@ -272,6 +326,7 @@ func (l *pollLoop) run(started chan<- error) {
 	// (the queue streamed).
 	seenF := q.frames()
 	var keepUntil time.Duration
+	var g spinGuard
 	for {
 		if l.stopping.Load() {
 			l.runCommands() // let waiting callers finish
@@ -320,8 +375,12 @@ func (l *pollLoop) run(started chan<- error) {
 			last = now
 			continue
 		}
-		if spin > 0 && now-last < spin {
+		if g.check(now, last) {
+			q.stats.SpinsCut++
+		}
+		if spin > 0 && now-last < spin && g.may(now) {
 			runtime.Gosched()
+			g.prev = q.clk.update()
 			continue
 		}
 		l.sleeping.Store(true)

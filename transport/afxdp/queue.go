@@ -34,7 +34,7 @@ type xdpQueue struct {
 // queueStats are the loop's counters (LoopStats), written by whoever
 // holds the queue's token.
 type queueStats struct {
-	Iterations, Sleeps, Drives, Handovers, TakenBack, TakenBackStream uint64
+	Iterations, Sleeps, Drives, Handovers, TakenBack, TakenBackStream, SpinsCut uint64
 }
 
 type connEvent struct {

@@ -55,6 +55,10 @@ type LoopStats struct {
 	// TakenBack: hand-overs ended because the drivers went quiet or
 	// blocked; TakenBackStream: ... because the queue streamed.
 	TakenBack, TakenBackStream uint64
+	// SpinsCut: idle spins stopped because the loop kept losing its
+	// core to other runnable threads (then it sleeps at once for a
+	// while).
+	SpinsCut uint64
 }
 
 // LoopStats returns each queue's poll loop counters, indexed by queue.
