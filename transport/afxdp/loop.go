@@ -137,7 +137,7 @@ const (
 // both processes) delays everyone: spinLostMax lost turns, each within
 // spinLostWindow of the last, stop the spin for spinCalm (the loop then
 // sleeps as soon as it idles). Measured on the 2-core VM, afxdp, perftest
-// through the ABI: ib_write_lat 93-104 µs typical with the spin, 43-48
+// through the ABI, XRNIC_DRIVE=0: ib_write_lat 93-104 µs typical with the spin, 43-48
 // with this (36-42 never spinning); loops beside sleeping or driving
 // applications (ib_send_lat, xrnic-perf) rarely lose a turn and keep
 // spinning.
