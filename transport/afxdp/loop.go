@@ -111,8 +111,8 @@ type pollLoop struct {
 // (ib_write_lat polls for its Write's completion, then spins on memory:
 // 10-20 calls per window). Handed such a queue, nobody polled the socket
 // until the next check: ib_write_lat through the ABI at 540 µs typical
-// with 16 calls per window, about 50 µs with 64, ib_send_lat unchanged
-// at about 4 µs.
+// with 16 calls per window, about 50 µs with 64 (and the spin guard
+// below), ib_send_lat unchanged at about 4 µs.
 //
 // A queue that moves streamFrames frames (both directions) within a
 // window streams: the loop keeps it, or takes it back, for driveBusyKeep,
@@ -137,10 +137,10 @@ const (
 // both processes) delays everyone: spinLostMax lost turns, each within
 // spinLostWindow of the last, stop the spin for spinCalm (the loop then
 // sleeps as soon as it idles). Measured on the 2-core VM, afxdp, perftest
-// through the ABI, XRNIC_DRIVE=0: ib_write_lat 93-104 µs typical with the spin, 43-48
-// with this (36-42 never spinning); loops beside sleeping or driving
-// applications (ib_send_lat, xrnic-perf) rarely lose a turn and keep
-// spinning.
+// through the ABI with XRNIC_DRIVE=0: ib_write_lat 93-104 µs typical
+// with the spin, 43-48 with this (36-42 never spinning); loops beside
+// sleeping or driving applications (ib_send_lat, xrnic-perf) rarely lose
+// a turn and keep spinning.
 const (
 	spinLostTurn   = 20 * time.Microsecond
 	spinLostMax    = 2
@@ -375,7 +375,7 @@ func (l *pollLoop) run(started chan<- error) {
 			last = now
 			continue
 		}
-		if g.check(now, last) {
+		if spin > 0 && g.check(now, last) {
 			q.stats.SpinsCut++
 		}
 		if spin > 0 && now-last < spin && g.may(now) {
