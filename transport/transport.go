@@ -81,6 +81,20 @@ type TryWriter interface {
 	TryWrite(p []byte) (n int, err error)
 }
 
+// TryReader is a Conn whose receive side can be busy-polled: a consumer
+// spinning on completions reads the socket itself instead of waiting for
+// the engine's reader to be woken (run to completion on the kernel
+// transport). TryRead reads what the connection holds now without
+// blocking: (0, nil) when nothing has arrived, io.EOF after the peer's
+// FIN. ReadLoop is the connection's reader: it calls try once at once
+// and again each time data may have arrived, until try returns true or
+// the connection is closed; try does the reading (with TryRead). The
+// caller serializes TryRead calls; ReadLoop runs on one goroutine.
+type TryReader interface {
+	TryRead(p []byte) (n int, err error)
+	ReadLoop(try func() bool) error
+}
+
 // Driver is a transport whose progress a consumer may drive on its own
 // goroutine (run to completion): one that spins on completions calls Drive
 // on each empty poll, and the transport's own threads step aside instead

@@ -4,7 +4,9 @@ import (
 	"context"
 	"sync"
 	"sync/atomic"
+
 	"xrnic/internal/engine"
+	"xrnic/transport"
 )
 
 // CQ is a completion queue (ibv_cq). Every posted work request reserves
@@ -96,6 +98,26 @@ func (cq *CQ) Notify(solicitedOnly bool) { cq.c.arm(solicitedOnly) }
 // Events returns the notification channel armed by Notify (the completion
 // channel of ibv_get_cq_event). It has capacity 1 and is never closed.
 func (cq *CQ) Events() <-chan struct{} { return cq.c.events() }
+
+// Drive reads, on the calling goroutine, what has arrived for the QPs
+// that complete on this CQ over kernel TCP, and handles it: a poller that
+// spins on an empty CQ calls it on each empty poll, and completions are
+// queued without a wake-up of the engine's readers (run to completion,
+// busy polling the sockets). DriveWork: something was handled; DriveIdle:
+// nothing had arrived; DriveNone: no such QP, or a reader was at work.
+// The readers stay awake, so a poller may stop driving at any time; on
+// afxdp the transport itself is the Driver (Device.Transport). Undrive
+// does nothing: CQ implements transport.Driver for pollers that take
+// either. A goroutine spinning on Drive keeps its scheduler P: with
+// GOMAXPROCS 1 the runtime then polls the network only every 10 ms or
+// so, and goroutines waiting on other sockets (other QPs' readers) wait
+// that long; spin where GOMAXPROCS > 1, or drive every CQ that matters.
+func (cq *CQ) Drive() transport.DriveResult { return cq.c.drive() }
+
+// Undrive implements transport.Driver (nothing to hand back).
+func (cq *CQ) Undrive() {}
+
+var _ transport.Driver = (*CQ)(nil)
 
 // Len returns the number of completions waiting to be polled.
 func (cq *CQ) Len() int { return cq.c.len() + int(cq.nkept.Load()) }

@@ -187,6 +187,7 @@ func (c *kernelCQ) wait(ctx context.Context) error    { return c.cq.Wait(ctx) }
 func (c *kernelCQ) arm(solicitedOnly bool)            { c.cq.Arm(solicitedOnly) }
 func (c *kernelCQ) events() <-chan struct{}           { return c.cq.Events() }
 func (c *kernelCQ) countPushes(p *engine.PushCounter) { c.cq.CountPushes(p) }
+func (c *kernelCQ) drive() transport.DriveResult      { return c.cq.Drive() }
 func (c *kernelCQ) len() int                          { return c.cq.Len() }
 func (c *kernelCQ) cap() int                          { return c.cq.Cap() }
 func (c *kernelCQ) close() error                      { return mapErr(c.cq.Close()) }

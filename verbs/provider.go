@@ -57,6 +57,7 @@ type cqImpl interface {
 	arm(solicitedOnly bool)
 	events() <-chan struct{}
 	countPushes(p *engine.PushCounter)
+	drive() transport.DriveResult
 	len() int
 	cap() int
 	close() error

@@ -299,6 +299,8 @@ func openDevice() int {
 	dev.d, dev.a, dev.attr, dev.refs = d, a, at, 1
 	if dr, ok := d.Transport().(transport.Driver); ok && cfg["XRNIC_DRIVE"] != "0" {
 		driver.Store(&driveBox{dr})
+	} else {
+		driveCQs.Store(cfg["XRNIC_DRIVE"] != "0")
 	}
 	debugf("opened: transport %s, interface %s, MTU %d", a.LLP, ifi.Name, mtu)
 	return 0
@@ -319,6 +321,7 @@ func closeDevice() int {
 		return 0
 	}
 	driver.Store(nil)
+	driveCQs.Store(false)
 	err := dev.d.Close()
 	dev.d = nil
 	if err != nil {
@@ -334,13 +337,29 @@ var driver atomic.Pointer[driveBox]
 
 type driveBox struct{ d transport.Driver }
 
-// drive steps the transport on the calling thread: xrnic_drive.
-func drive() int {
-	b := driver.Load()
-	if b == nil {
+// driveCQs: the device is on the kernel transport and XRNIC_DRIVE is not
+// 0, so an empty poll reads the sockets of the CQ's QPs itself.
+var driveCQs atomic.Bool
+
+// drive steps the transport on the calling thread: xrnic_drive. On the
+// kernel transport it reads the sockets of cq's QPs (verbs.CQ.Drive);
+// their readers stay, so an idle step reports 0 ("the engine polls"): the
+// poller yields and sleeps as it would without driving.
+func drive(h uint64) int {
+	if b := driver.Load(); b != nil {
+		return int(b.d.Drive())
+	}
+	if !driveCQs.Load() {
 		return -1
 	}
-	return int(b.d.Drive())
+	c := getT[cqObj](h)
+	if c == nil {
+		return -1
+	}
+	if c.cq.Drive() == transport.DriveWork {
+		return int(transport.DriveWork)
+	}
+	return int(transport.DriveNone)
 }
 
 // device returns the open device, or nil.

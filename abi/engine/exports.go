@@ -178,7 +178,7 @@ func xrnic_cq_count_pushes(cq C.uint64_t, counter *C.struct_xrnic_push_counter) 
 }
 
 //export xrnic_drive
-func xrnic_drive() C.int { return C.int(drive()) }
+func xrnic_drive(cq C.uint64_t) C.int { return C.int(drive(uint64(cq))) }
 
 //export xrnic_req_notify_cq
 func xrnic_req_notify_cq(cq C.uint64_t, solicitedOnly C.int) C.int {

@@ -74,7 +74,14 @@ struct xcq {
 	struct xrnic_push_counter ctr;
 	uint64_t polled;
 	int counting; /* the engine keeps ctr */
-	int drive;    /* empty polls drive the transport (afxdp) */
+	int drive;    /* empty polls drive the transport (xrnic_drive) */
+	/* Kernel transport: drives in a row that found nothing. Past
+	   DRIVE_IDLE_MAX only every DRIVE_IDLE_MAX-th empty poll drives:
+	   a poller whose completions are local (a Write stream's) would
+	   otherwise make a system call and a call into Go per poll, the
+	   latter taking a scheduler P from the engine's threads. */
+	uint32_t idle_drives;
+	int kernel;   /* the device is on the kernel transport */
 	/* A poller that found the CQ empty this many times in a row yields
 	   the CPU once (XRNIC_POLL_YIELD, 0: never): the engine's threads
 	   must run for anything to complete, and a spinning application

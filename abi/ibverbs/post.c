@@ -295,18 +295,28 @@ static inline uint64_t now_ns(void)
    after 100). */
 #define LONG_WAIT_NS 500000u
 
-/* xrnic_drive: -1 none, 0 the engine polls, 1 stepped idle, 2 worked. */
-static inline int drive(struct xcq *x)
-{
-	int r = xrnic_drive();
+#define DRIVE_IDLE_MAX 64u
 
+/* xrnic_drive: -1 none, 0 the engine polls, 1 stepped idle, 2 worked.
+   e: the empty polls in a row, this one included. */
+static inline int drive(struct xcq *x, uint32_t e)
+{
+	int r;
+
+	if (x->kernel && x->idle_drives >= DRIVE_IDLE_MAX && e % DRIVE_IDLE_MAX)
+		return 0;
+	r = xrnic_drive(x->h);
 	if (r < 0)
-		x->drive = 0; /* not this transport, or XRNIC_DRIVE=0 */
+		x->drive = 0; /* XRNIC_DRIVE=0 */
+	else if (r == 2)
+		x->idle_drives = 0;
+	else if (x->idle_drives < DRIVE_IDLE_MAX)
+		x->idle_drives++;
 	return r;
 }
 
-/* An empty poll on afxdp drives the transport (xrnic_drive): the
-   polling thread does the engine's receive and transmit work itself.
+/* An empty poll drives the transport (xrnic_drive): the polling thread
+   does the engine's receive work itself (afxdp: and transmit).
    After a long wait it does not (a bandwidth test's moderated
    completions: the engine's loop streams, and each drive is a call into
    Go that takes a scheduler P from it) and sleeps early instead. */
@@ -320,7 +330,9 @@ int xrnic_ibv_poll_cq(struct ibv_cq *cq, int n, struct ibv_wc *wc)
 		return -EINVAL;
 	lw = __atomic_load_n(&x->long_wait, __ATOMIC_RELAXED);
 	if (x->counting && cq_empty(x) &&
-	    (!x->drive || lw || (d = drive(x)) < 2 || cq_empty(x))) {
+	    (!x->drive || lw ||
+	     (d = drive(x, __atomic_load_n(&x->empty, __ATOMIC_RELAXED) + 1)) < 2 ||
+	     cq_empty(x))) {
 		e = __atomic_add_fetch(&x->empty, 1, __ATOMIC_RELAXED);
 		if (e == 1)
 			__atomic_store_n(&x->wait_start, now_ns(),

@@ -300,7 +300,8 @@ EXPORT struct ibv_cq *ibv_create_cq(struct ibv_context *context, int cqe,
 	}
 	/* Without the counter every poll enters the engine. */
 	x->counting = xrnic_cq_count_pushes(x->h, &x->ctr) == 0;
-	x->drive = to_xctx(context)->attr.afxdp;
+	x->drive = 1; /* until xrnic_drive says -1 */
+	x->kernel = !to_xctx(context)->attr.afxdp;
 	x->yield_after = poll_env("XRNIC_POLL_YIELD", 16);
 	x->sleep_after = poll_env("XRNIC_POLL_SLEEP", 2000);
 	if (xrnic_reg_add(&x->cq)) {

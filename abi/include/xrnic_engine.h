@@ -163,16 +163,17 @@ struct xrnic_push_counter {
    bits (x86-64: the word at its address); while waiters is not zero the
    engine wakes them on every completion. NULL stops it. */
 int xrnic_cq_count_pushes(uint64_t cq, struct xrnic_push_counter *c);
-/* Drives the transport from the calling thread (afxdp: run to
-   completion). Once drives come often, and the queue does not stream, the
-   engine's poll loop steps aside and each drive runs its poll step here,
-   so a spinning poller and the loop do not compete for the cores.
-   -1: the transport has no such step (kernel, or XRNIC_DRIVE=0); 0: the
-   engine's loop polls (poll as usual, yielding now and then); 1: a step
-   ran and found nothing; 2: a step did work (completions may have been
-   queued). Posts drive too; xrnic_req_notify_cq hands the transport back
-   to the engine. */
-int xrnic_drive(void);
+/* Drives the transport from the calling thread (run to completion), for
+   a poller of cq. afxdp: once drives come often, and the queue does not
+   stream, the engine's poll loop steps aside and each drive runs its poll
+   step here, so a spinning poller and the loop do not compete for the
+   cores. kernel: reads the sockets of cq's QPs and handles what arrived
+   (their readers stay awake). -1: no such step (XRNIC_DRIVE=0); 0: the
+   engine polls (poll as usual, yielding now and then; kernel: nothing had
+   arrived); 1: a step ran and found nothing; 2: a step did work
+   (completions may have been queued). afxdp: posts drive too, and
+   xrnic_req_notify_cq hands the transport back to the engine. */
+int xrnic_drive(uint64_t cq);
 
 /* Gives the thread that loaded libxrnic.so its signal mask back: the
    engine's threads are started with the asynchronous signals blocked (an

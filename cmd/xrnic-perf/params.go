@@ -301,7 +301,7 @@ func newFlagSet(p *params, out io.Writer, given *[]string) *pflag.FlagSet {
 	fs.IntVar(&p.maxSize, "max_size", 1<<20, "with -a: the largest message size")
 	arg("max_size", "<size>")
 	fs.BoolVar(&p.quiet, "quiet", false, "print only the result lines")
-	fs.BoolVar(&p.drive, "drive", false, "afxdp: busy-poll and run the transport's poll step on the polling goroutine (run to completion, as the C ABI's ibv_poll_cq does); for latency tests: it never sleeps on a CQ, which costs bandwidth where spinners outnumber cores")
+	fs.BoolVar(&p.drive, "drive", false, "busy-poll and do the engine's receive work on the polling goroutine (run to completion, as the C ABI's ibv_poll_cq does): afxdp runs the transport's poll step, kernel reads the data QPs' sockets; it never sleeps on a CQ, which costs bandwidth where spinners outnumber cores")
 	fs.DurationVar(&p.spin, "spin", 0, "busy-poll a CQ this long before sleeping on it (default 0: on small hosts the engine's own poll loop needs the CPU; -e forces 0)")
 	arg("spin", "<duration>")
 	fs.BoolVar(&p.version, "version", false, "print the version and exit")

@@ -21,7 +21,7 @@ type session struct {
 	client bool
 	dev    *verbs.Device
 	pd     *verbs.PD
-	drv    transport.Driver // --drive on afxdp, else nil
+	drv    transport.Driver // --drive: afxdp's transport, the kernel transport's data CQ; else nil
 
 	// Control QP.
 	cqp          *verbs.QP
@@ -153,6 +153,10 @@ func (s *session) setupData() error {
 	}
 	if s.rcq, err = s.dev.CreateCQ(p.qps * rq); err != nil {
 		return err
+	}
+	if p.drive && s.drv == nil {
+		// Kernel TCP: the data QPs' sockets, which either CQ reads.
+		s.drv = s.scq
 	}
 	for range p.qps {
 		qp, err := s.pd.CreateQP(verbs.QPAttr{SendCQ: s.scq, RecvCQ: s.rcq, SQDepth: sq, RQDepth: rq, MaxSGE: 1, MaxORD: p.outs, MaxIRD: p.outs})

@@ -424,7 +424,14 @@ func (qp *QP) establish(llp LLP, info ConnInfo, rtr mpa.RTR) error {
 	} else {
 		qp.rxbuf = make([]byte, 256<<10)
 		qp.wg.Add(1)
-		go qp.runRx()
+		if tr, ok := llp.(transport.TryReader); ok {
+			qp.rxTR, qp.rxTry = tr, qp.rxTryRead
+			qp.scq.addDriven(qp)
+			qp.rcq.addDriven(qp)
+			go qp.runRxPolled()
+		} else {
+			go qp.runRx()
+		}
 		qp.mu.Unlock()
 	}
 	qp.ring()

@@ -2,8 +2,11 @@ package engine
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"sync/atomic"
+
+	"xrnic/transport"
 )
 
 // CQ is a completion queue: a fixed ring of Completions. Every posted work
@@ -26,6 +29,10 @@ type CQ struct {
 	// pushes, when set, counts every completion queued: a poller that
 	// compares it with what it has polled skips empty polls (the C ABI).
 	pushes atomic.Pointer[PushCounter]
+	// driven lists the connected QPs completing here whose stream a
+	// poller may read itself (Drive): copied on change, under mu.
+	driven atomic.Pointer[[]*QP]
+	dnext  atomic.Uint32
 }
 
 // PushCounter is where a CQ counts the completions it queues
@@ -64,6 +71,63 @@ func (d *Device) CreateCQ(depth int) (*CQ, error) {
 // CountPushes makes every completion queued from now on add 1 to
 // p.Pushed and wake p's waiters (nil stops it).
 func (cq *CQ) CountPushes(p *PushCounter) { cq.pushes.Store(p) }
+
+// driveQPs bounds the QPs one Drive reads: on a CQ shared by many, each
+// call takes the next few in turn.
+const driveQPs = 4
+
+// Drive reads the inbound streams of the kernel-TCP QPs that complete on
+// this CQ, on the caller's goroutine, and handles what arrived: a poller
+// that spins on an empty CQ calls it instead of waiting for the engine's
+// readers to be woken (run to completion; transport.Driver). DriveNone:
+// no such QP, or their readers are at work.
+func (cq *CQ) Drive() transport.DriveResult {
+	l := cq.driven.Load()
+	if l == nil || len(*l) == 0 {
+		return transport.DriveNone
+	}
+	qs := *l
+	r := transport.DriveNone
+	n := min(len(qs), driveQPs)
+	at := int(cq.dnext.Add(uint32(n)))
+	for i := range n {
+		r = max(r, qs[(at+i)%len(qs)].driveRx())
+	}
+	return r
+}
+
+// Undrive implements transport.Driver: the readers never step aside, so
+// there is nothing to give back.
+func (cq *CQ) Undrive() {}
+
+var _ transport.Driver = (*CQ)(nil)
+
+func (cq *CQ) addDriven(qp *QP) {
+	cq.mu.Lock()
+	defer cq.mu.Unlock()
+	var l []*QP
+	if p := cq.driven.Load(); p != nil {
+		if slices.Contains(*p, qp) {
+			return // the QP's send and receive CQ are one
+		}
+		l = slices.Clone(*p)
+	}
+	l = append(l, qp)
+	cq.driven.Store(&l)
+}
+
+func (cq *CQ) removeDriven(qp *QP) {
+	cq.mu.Lock()
+	defer cq.mu.Unlock()
+	p := cq.driven.Load()
+	if p == nil {
+		return
+	}
+	if i := slices.Index(*p, qp); i >= 0 {
+		l := slices.Delete(slices.Clone(*p), i, i+1)
+		cq.driven.Store(&l)
+	}
+}
 
 // Cap returns the CQ capacity.
 func (cq *CQ) Cap() int { return len(cq.ring) }

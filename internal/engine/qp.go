@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"xrnic/mem"
+	"xrnic/transport"
 	"xrnic/wire/mpa"
 	"xrnic/wire/term"
 )
@@ -180,6 +181,15 @@ type QP struct {
 	mulpdu   int
 	txbuf    []byte
 	rxbuf    []byte
+	// rxMu serializes the readers of a TryReader LLP's stream: runRxPolled
+	// when the socket wakes it, and a CQ poller's Drive (driveRx). rxTR is
+	// that LLP; rxErr, under rxMu, the end of the stream one of them met;
+	// rxWanted, the reader was woken while a poller held rxMu (rx.go).
+	rxMu     sync.Mutex
+	rxTR     transport.TryReader
+	rxTry    func() bool
+	rxErr    error
+	rxWanted atomic.Bool
 	txReader *mem.Reader
 	rxReader *mem.Reader
 	doorbell chan struct{}

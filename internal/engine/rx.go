@@ -4,9 +4,11 @@ import (
 	"encoding/binary"
 	"errors"
 	"io"
+	"time"
 
 	"xrnic/atomics"
 	"xrnic/mem"
+	"xrnic/transport"
 	"xrnic/wire/ddp"
 	"xrnic/wire/mpa"
 	"xrnic/wire/rdmap"
@@ -31,6 +33,99 @@ func (qp *QP) runRx() {
 			}
 			close(qp.rxExit)
 			return
+		}
+	}
+}
+
+// runRxPolled is runRx for a TryReader LLP (kernel TCP): the stream is
+// read by whoever holds rxMu, this goroutine when the socket wakes it or
+// a poller of one of the QP's CQs (driveRx), so an application that spins
+// on its CQ places data and completes work on its own thread, with no
+// wake-up of this goroutine on the way (run to completion).
+func (qp *QP) runRxPolled() {
+	defer qp.wg.Done()
+	err := qp.rxTR.ReadLoop(qp.rxTry)
+	qp.rxMu.Lock()
+	if qp.rxErr != nil {
+		err = qp.rxErr // also when a poller's deadline ended ReadLoop
+	}
+	qp.rxMu.Unlock()
+	qp.scq.removeDriven(qp)
+	qp.rcq.removeDriven(qp)
+	fin := qp.rxEOF(errors.Is(err, io.EOF))
+	qp.releaseHeld()
+	if fin {
+		qp.endPeerClosed()
+	}
+	close(qp.rxExit)
+}
+
+// rxTryRead is runRxPolled's ReadLoop callback, called when the socket
+// may have data: it handles everything there (the wake-ups are
+// edge-triggered) and reports true once the stream has ended. When a
+// poller holds rxMu it does not wait for it: it raises rxWanted, and
+// the holder reads on before it lets go (rxUnlock).
+func (qp *QP) rxTryRead() bool {
+	qp.rxWanted.Store(true)
+	if !qp.rxMu.TryLock() {
+		return false
+	}
+	qp.rxWanted.Store(false)
+	for qp.rxErr == nil && qp.rxOnce() {
+	}
+	end := qp.rxErr != nil
+	qp.rxMu.Unlock()
+	return end
+}
+
+// rxOnce is one read of the stream (rxMu held): it handles what arrived
+// and reports whether there was any; the end of the stream goes to rxErr.
+func (qp *QP) rxOnce() bool {
+	n, err := qp.rxTR.TryRead(qp.rxbuf)
+	if n > 0 {
+		qp.input(qp.rxbuf[:n])
+		qp.releaseHeld()
+		return true
+	}
+	if err != nil {
+		qp.rxErr = err
+	}
+	return false
+}
+
+// driveRx is one read of the stream on the caller's goroutine (a CQ
+// poller's Drive).
+func (qp *QP) driveRx() transport.DriveResult {
+	if !qp.rxMu.TryLock() {
+		return transport.DriveNone // the reader (or another poller) is at it
+	}
+	r := transport.DriveIdle
+	if qp.rxErr == nil && qp.rxOnce() {
+		r = transport.DriveWork
+	}
+	qp.rxUnlock()
+	return r
+}
+
+// rxUnlock releases rxMu held by a poller. If the reader was woken
+// meanwhile (rxWanted), it first reads the socket empty on the reader's
+// behalf, taking rxMu again unless another poller has (who then does
+// the same). If a poller met the end of the stream, the reader is woken
+// to end the QP (a past read deadline ends ReadLoop): no further wake-up
+// will come from the socket.
+func (qp *QP) rxUnlock() {
+	for {
+		end := qp.rxErr != nil
+		qp.rxMu.Unlock()
+		if end {
+			qp.llp.SetReadDeadline(time.Unix(1, 0))
+			return
+		}
+		if !qp.rxWanted.Load() || !qp.rxMu.TryLock() {
+			return
+		}
+		qp.rxWanted.Store(false)
+		for qp.rxErr == nil && qp.rxOnce() {
 		}
 	}
 }

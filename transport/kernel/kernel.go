@@ -77,6 +77,7 @@ type tcpConn struct {
 	*net.TCPConn
 	emss int
 	tw   tryWrite
+	tr   tryRead
 }
 
 // NewConn adapts an established kernel TCP connection: it disables Nagle
@@ -90,6 +91,7 @@ func NewConn(c *net.TCPConn) transport.Conn {
 	}
 	t := &tcpConn{TCPConn: c, emss: emss}
 	t.tw.init(c)
+	t.tr.init()
 	return t
 }
 

@@ -200,7 +200,7 @@ E void xrnic_restore_sigmask(void)
 {
 }
 
-E int xrnic_drive(void)
+E int xrnic_drive(uint64_t cq)
 {
 	return -1;
 }
