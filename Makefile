@@ -3,7 +3,7 @@ GO       ?= go
 PKGS     ?= ./...
 FUZZTIME ?= 3s
 
-.PHONY: help build bin abi abi-libs demo test interop check fmt-check vet staticcheck unit fuzz-short fuzz bench bench-quick microbench soak long clean generate
+.PHONY: help build bin abi abi-libs demo test interop check fmt-check vet staticcheck unit fuzz-short fuzz bench bench-quick microbench soak idleqps long clean generate
 
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -82,6 +82,10 @@ microbench: ## hot-path Go benchmarks, COUNT runs each, benchstat-ready (make mi
 
 soak: ## 60 s soak: one xrnicd, 4 client processes x 250 QPs (CI runs 8 s, 4 x 50)
 	XRNIC_SOAK=1 $(GO) test -count=1 -run TestIntegrationSoak -v -timeout 10m ./reliability
+
+idleqps: ## RSS per idle QP: one xrnicd with 4 x 1,024 QPs that moved 64 KiB each (root: in a netns whose loopback has MTU 1500); results/idleqps.json
+	mkdir -p results
+	XRNIC_IDLE_QPS=4096 XRNIC_IDLE_OUT=$(CURDIR)/results/idleqps.json $(GO) test -count=1 -run TestIntegrationIdleQPs -v -timeout 10m ./reliability
 
 long: ## long forms of the reliability tests: 1M STag guesses, 4 x 25,000 FetchAdds per fault level
 	XRNIC_LONG=1 $(GO) test -count=1 -run 'TestSTagGuessing|TestIntegrationDaemonGuessing|TestIntegrationWireFaults' -v -timeout 60m ./reliability

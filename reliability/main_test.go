@@ -75,8 +75,14 @@ func (r regionInfo) to(t testing.TB) uint64 {
 // ephemeral ports, and waits until it is ready.
 func startDaemon(t testing.TB, extra ...string) *daemon {
 	t.Helper()
+	return startDaemonIn(t, "", extra...)
+}
+
+// startDaemonIn is startDaemon in network namespace netns ("": this one).
+func startDaemonIn(t testing.TB, netns string, extra ...string) *daemon {
+	t.Helper()
 	buildBins(t)
-	x := daemontest.Start(t, daemontest.Options{CtlTimeout: 10 * time.Second, LogTail: 20000, Args: append([]string{
+	x := daemontest.Start(t, daemontest.Options{Netns: netns, CtlTimeout: 10 * time.Second, LogTail: 20000, Args: append([]string{
 		"--transport", "kernel", "--listen", "127.0.0.1:0", "--metrics", "127.0.0.1:0", "--hugepages", "off"}, extra...)})
 	d := &daemon{cmd: x.Cmd, dir: x.Dir, socket: x.Socket, log: x.Log, listen: x.Listen, metrics: x.Metrics,
 		regions: map[string]regionInfo{}, done: x.Done}

@@ -135,6 +135,7 @@ func soakClientMain() int {
 		return 1
 	}
 	sumPath := os.Getenv("XRNIC_SOAK_SUMMARY")
+	idle := os.Getenv("XRNIC_SOAK_IDLE") == "1"
 
 	dev, err := verbs.Open(verbs.DeviceConfig{MaxQPs: nqp + 8})
 	if err != nil {
@@ -186,7 +187,11 @@ func soakClientMain() int {
 				fail("qp %d: create: %v", q, err)
 				return
 			}
-			mr, err := pd.AllocMR(4096, verbs.AccessLocalWrite, verbs.AllocOptions{})
+			mrLen := 4096
+			if idle {
+				mrLen = 2 * idleBulk
+			}
+			mr, err := pd.AllocMR(mrLen, verbs.AccessLocalWrite, verbs.AllocOptions{})
 			if err != nil {
 				fail("qp %d: mr: %v", q, err)
 				return
@@ -199,6 +204,35 @@ func soakClientMain() int {
 				return
 			}
 			connected.Add(1)
+			if idle {
+				// A 64 KiB Write and Read (into one region all QPs share:
+				// the data does not matter), as a QP that has moved data
+				// before it idles, then nothing until the end.
+				wc := make([]verbs.Completion, 2)
+				if qp.PostWrite(1, mr.SGE(0, idleBulk), dataSTag, dataTO, verbs.FlagSignaled) != nil ||
+					qp.PostRead(2, mr.SGE(idleBulk, idleBulk), dataSTag, dataTO, verbs.FlagSignaled) != nil {
+					fail("qp %d: post", q)
+					return
+				}
+				for n := 0; n < 2; {
+					if cq.Wait(ctx) != nil {
+						fail("qp %d: no completion", q)
+						return
+					}
+					k := cq.Poll(wc)
+					for _, c := range wc[:k] {
+						if c.Status != verbs.StatusSuccess {
+							fail("qp %d: %v", q, c.Status)
+						}
+					}
+					n += k
+				}
+				ops[opWrite].Add(1)
+				ops[opRead].Add(1)
+				time.Sleep(time.Until(stop))
+				qp.Close()
+				return
+			}
 			rng := rand.New(rand.NewPCG(uint64(slot), 1))
 			buf := mr.Bytes()
 			wc := make([]verbs.Completion, 4)

@@ -396,7 +396,7 @@ func (qp *QP) establish(llp LLP, info ConnInfo, rtr mpa.RTR) error {
 	qp.framer = mpa.NewFramer(mpa.FramerConfig{Markers: info.MarkersTx, CRC: info.CRC})
 	qp.deframer = mpa.NewDeframer(mpa.DeframerConfig{Markers: info.MarkersRx, CRC: info.CRC, MaxULPDU: maxULPDU(llp)})
 	qp.mulpdu = info.MULPDU
-	qp.txbuf = make([]byte, txBufLen+qp.framer.WireLen(qp.mulpdu)+64)
+	qp.txLen = txBufLen + qp.framer.WireLen(qp.mulpdu) + 64
 	qp.txReader = qp.dev.table.NewReader()
 	qp.rxReader = qp.dev.table.NewReader()
 	if info.Initiator {
@@ -422,7 +422,6 @@ func (qp *QP) establish(llp LLP, info ConnInfo, rtr mpa.RTR) error {
 		qp.mu.Unlock()
 		pl.StartPush(qp.rxPush)
 	} else {
-		qp.rxbuf = make([]byte, 256<<10)
 		qp.wg.Add(1)
 		if tr, ok := llp.(transport.TryReader); ok {
 			qp.rxTR, qp.rxTry = tr, qp.rxTryRead
@@ -430,6 +429,7 @@ func (qp *QP) establish(llp LLP, info ConnInfo, rtr mpa.RTR) error {
 			qp.rcq.addDriven(qp)
 			go qp.runRxPolled()
 		} else {
+			qp.rxbuf = make([]byte, rxBufLen)
 			go qp.runRx()
 		}
 		qp.mu.Unlock()

@@ -126,7 +126,14 @@ type Device struct {
 	tr transport.Transport
 
 	wdStop, wdDone chan struct{} // the watchdog (watchdog.go)
+
+	rxBufs *bufPool // kernel transport receive buffers, lent per drain (rx.go)
+	txBufs *bufPool // framing buffers, lent per transmission (tx.go)
 }
+
+// txBufMax is the longest transmit buffer a QP needs: txBufLen and one
+// FPDU of the longest ULPDU, with markers, as QP.establish sizes it.
+var txBufMax = txBufLen + mpa.NewFramer(mpa.FramerConfig{Markers: true, CRC: true}).WireLen(mpa.MaxULPDU) + 64
 
 // Open returns a new device.
 func Open(cfg Config) (*Device, error) {
@@ -135,7 +142,8 @@ func Open(cfg Config) (*Device, error) {
 	if err != nil {
 		return nil, err
 	}
-	d := &Device{cfg: cfg, table: t, qps: map[uint32]*QP{}, cqs: map[*CQ]struct{}{}, lns: map[*Listener]struct{}{}}
+	d := &Device{cfg: cfg, table: t, qps: map[uint32]*QP{}, cqs: map[*CQ]struct{}{}, lns: map[*Listener]struct{}{},
+		rxBufs: newBufPool(rxBufLen, rxBufsKept), txBufs: newBufPool(txBufMax, txBufsKept)}
 	d.tr = cfg.Transport
 	if d.tr == nil {
 		d.tr = kernel.New()

@@ -18,6 +18,7 @@ func (qp *QP) txStep(room int, put func(fpdu []byte)) {
 			qp.mu.Unlock()
 			return
 		}
+		qp.txBufLocked()
 		full := qp.txbuf
 		qp.txbuf = full[:min(len(full), room+qp.maxWire())]
 		qp.fpduEnds = qp.fpduEnds[:0]
@@ -26,6 +27,7 @@ func (qp *QP) txStep(room int, put func(fpdu []byte)) {
 		qp.txReader.Exit()
 		qp.txbuf = full
 		if n == 0 {
+			qp.txDropLocked()
 			qp.completeSQLocked()
 			qp.mu.Unlock()
 			qp.syncInvalidations()
@@ -38,6 +40,7 @@ func (qp *QP) txStep(room int, put func(fpdu []byte)) {
 		}
 		qp.stats.txBatches.Add(1)
 		qp.markWrittenLocked()
+		qp.txDropLocked() // put took every FPDU
 		qp.mu.Unlock()
 		qp.syncInvalidations()
 		room -= n

@@ -179,8 +179,9 @@ type QP struct {
 	framer   *mpa.Framer
 	deframer *mpa.Deframer
 	mulpdu   int
-	txbuf    []byte
-	rxbuf    []byte
+	txbuf    []byte // lent by the device while a transmitter owns it (nil idle)
+	txLen    int    // its length
+	rxbuf    []byte // kernel transport: lent while the stream is read (rx.go)
 	// rxMu serializes the readers of a TryReader LLP's stream: runRxPolled
 	// when the socket wakes it, and a CQ poller's Drive (driveRx). rxTR is
 	// that LLP; rxErr, under rxMu, the end of the stream one of them met;

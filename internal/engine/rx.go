@@ -15,6 +15,14 @@ import (
 	"xrnic/wire/term"
 )
 
+const (
+	// rxBufLen is what one read of a kernel TCP socket takes at most.
+	rxBufLen = 256 << 10
+	// rxBufsKept is how many free receive buffers a device keeps for
+	// the next QP that has data (the rest go back to the GC).
+	rxBufsKept = 16
+)
+
 // runRx is the kernel-LLP read loop: it reads into the QP's buffer and
 // feeds input.
 func (qp *QP) runRx() {
@@ -49,6 +57,8 @@ func (qp *QP) runRxPolled() {
 	if qp.rxErr != nil {
 		err = qp.rxErr // also when a poller's deadline ended ReadLoop
 	}
+	qp.rxErr = err // pollers read no more
+	qp.dropRxBuf()
 	qp.rxMu.Unlock()
 	qp.scq.removeDriven(qp)
 	qp.rcq.removeDriven(qp)
@@ -74,13 +84,25 @@ func (qp *QP) rxTryRead() bool {
 	for qp.rxErr == nil && qp.rxOnce() {
 	}
 	end := qp.rxErr != nil
+	qp.dropRxBuf() // the socket is empty: the buffer goes back until data comes
 	qp.rxMu.Unlock()
 	return end
+}
+
+// dropRxBuf returns the receive buffer to the device (rxMu held).
+func (qp *QP) dropRxBuf() {
+	if qp.rxbuf != nil {
+		qp.dev.rxBufs.put(qp.rxbuf)
+		qp.rxbuf = nil
+	}
 }
 
 // rxOnce is one read of the stream (rxMu held): it handles what arrived
 // and reports whether there was any; the end of the stream goes to rxErr.
 func (qp *QP) rxOnce() bool {
+	if qp.rxbuf == nil {
+		qp.rxbuf = qp.dev.rxBufs.get(rxBufLen)
+	}
 	n, err := qp.rxTR.TryRead(qp.rxbuf)
 	if n > 0 {
 		qp.input(qp.rxbuf[:n])
@@ -102,6 +124,8 @@ func (qp *QP) driveRx() transport.DriveResult {
 	r := transport.DriveIdle
 	if qp.rxErr == nil && qp.rxOnce() {
 		r = transport.DriveWork
+	} else {
+		qp.dropRxBuf() // nothing came: an idle QP holds no buffer
 	}
 	qp.rxUnlock()
 	return r

@@ -11,8 +11,11 @@ import (
 
 const (
 	txBufLen = 256 << 10 // bytes framed per LLP write at most (plus one FPDU)
-	txChunk  = 64 << 10  // payload per message per turn, so SQ and responses interleave
-	ordRTR   = ^uint32(0)
+	// txBufsKept is how many free transmit buffers a device keeps for
+	// the next transmitter.
+	txBufsKept = 16
+	txChunk    = 64 << 10 // payload per message per turn, so SQ and responses interleave
+	ordRTR     = ^uint32(0)
 )
 
 // runTx owns the write side of the LLP: it frames responses to inbound
@@ -21,6 +24,14 @@ const (
 func (qp *QP) runTx() {
 	defer qp.wg.Done()
 	defer qp.endTx()
+	defer func() {
+		if r := recover(); r != nil {
+			panic(r) // (a panic may hold qp.mu: crash, do not hang)
+		}
+		qp.mu.Lock()
+		qp.txDropLocked()
+		qp.mu.Unlock()
+	}()
 	for {
 		select {
 		case <-qp.doorbell:
@@ -40,6 +51,8 @@ func (qp *QP) runTx() {
 				break
 			}
 			if qp.termPending {
+				qp.txBufLocked()
+				qp.txi.busy = true // until the write below is done
 				h := qp.framer.HeaderLen()
 				copy(qp.txbuf[h:], qp.termULPDU[:qp.termLen])
 				wl, err := qp.framer.Seal(qp.txbuf, qp.termLen)
@@ -50,6 +63,9 @@ func (qp *QP) runTx() {
 					qp.llp.SetWriteDeadline(time.Now().Add(qp.dev.cfg.ConnTimeout))
 					qp.llp.Write(qp.txbuf[:wl])
 				}
+				qp.mu.Lock()
+				qp.txi.busy = false
+				qp.mu.Unlock()
 				qp.shutdownLLP()
 				return
 			}
@@ -72,6 +88,7 @@ func (qp *QP) runTx() {
 				qp.mu.Unlock()
 				break
 			}
+			qp.txBufLocked()
 			qp.txReader.Enter()
 			n := qp.buildLocked()
 			qp.txReader.Exit()
@@ -81,6 +98,7 @@ func (qp *QP) runTx() {
 				qp.completeSQLocked()
 			}
 			qp.txi.busy = n > 0
+			qp.txDropLocked()
 			qp.mu.Unlock()
 			qp.syncInvalidations()
 			if n == 0 {
@@ -90,6 +108,7 @@ func (qp *QP) runTx() {
 			qp.mu.Lock()
 			qp.wroteLocked(err)
 			qp.txi.busy, qp.txi.more = false, false
+			qp.txDropLocked()
 			qp.mu.Unlock()
 		}
 	}
@@ -139,6 +158,23 @@ func (qp *QP) markWrittenLocked() {
 	}
 	qp.sqWritten = qp.sqNext
 	qp.completeSQLocked()
+}
+
+// txBufLocked borrows the transmit buffer from the device unless the QP
+// holds it (qp.mu held, by whoever is about to frame into it).
+func (qp *QP) txBufLocked() {
+	if qp.txbuf == nil {
+		qp.txbuf = qp.dev.txBufs.get(qp.txLen)
+	}
+}
+
+// txDropLocked gives the transmit buffer back once no transmitter owns it
+// and nothing framed in it waits to be written (qp.mu held).
+func (qp *QP) txDropLocked() {
+	if qp.txbuf != nil && !qp.txi.busy && !qp.txi.hand {
+		qp.dev.txBufs.put(qp.txbuf)
+		qp.txbuf = nil
+	}
 }
 
 func (qp *QP) space(n int) bool { return len(qp.txbuf)-n >= qp.maxWire() }

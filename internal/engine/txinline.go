@@ -81,6 +81,7 @@ func (qp *QP) txInlineStep(fromRx bool) bool {
 		qp.txi.streak++
 	}
 	qp.txi.busy = true
+	qp.txBufLocked()
 	qp.txReader.Enter()
 	n := qp.buildLocked()
 	qp.txReader.Exit()
@@ -122,6 +123,7 @@ func (qp *QP) txInlineStep(fromRx bool) bool {
 func (qp *QP) releaseTxLocked(full bool) bool {
 	more := qp.txi.more || full || qp.state != QPRTS || qp.termPending
 	qp.txi.busy, qp.txi.more = false, false
+	qp.txDropLocked()
 	return more
 }
 
@@ -138,5 +140,6 @@ func (qp *QP) txHandoffLocked() bool {
 	qp.mu.Lock()
 	qp.wroteLocked(err)
 	qp.txi.hand, qp.txi.busy, qp.txi.more = false, false, false
+	qp.txDropLocked()
 	return true
 }

@@ -352,7 +352,7 @@ func TestIntegrationXDPExactFill(t *testing.T) {
 		return x
 	}
 	c.qp.mu.Lock()
-	wire, seg, full := c.qp.maxWire(), c.qp.mulpdu-ddp.TaggedHeaderLen, len(c.qp.txbuf)
+	wire, seg, full := c.qp.maxWire(), c.qp.mulpdu-ddp.TaggedHeaderLen, c.qp.txLen
 	c.qp.mu.Unlock()
 	st := state()
 	total, mss := st.FreeSegments, st.MSS
