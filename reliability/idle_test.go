@@ -57,24 +57,13 @@ func TestIntegrationIdleQPs(t *testing.T) {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	data, counter := d.regions["data"], d.regions["counter"]
+	argv := []string{self}
+	if netns != "" {
+		argv = []string{"ip", "netns", "exec", netns, self}
+	}
 	var procs []*exec.Cmd
 	for c := range clients {
-		cmd := exec.Command(self, "-test.run=^$")
-		if netns != "" {
-			cmd = exec.Command("ip", "netns", "exec", netns, self, "-test.run=^$")
-		}
-		cmd.Env = append(os.Environ(), soakClientEnv+"=1", "XRNIC_SOAK_IDLE=1", "XRNIC_SOAK_FOR=10m",
-			"XRNIC_SOAK_ADDR="+d.listen, "XRNIC_SOAK_QPS="+strconv.Itoa(perClient), "XRNIC_SOAK_ID="+strconv.Itoa(c),
-			"XRNIC_SOAK_DATA_STAG="+data.STag, "XRNIC_SOAK_DATA_TO="+data.TO,
-			"XRNIC_SOAK_COUNTER_STAG="+counter.STag, "XRNIC_SOAK_COUNTER_TO="+counter.TO,
-			"XRNIC_SOAK_COUNTS="+filepath.Join(dir, fmt.Sprintf("counts%d", c)),
-			"XRNIC_SOAK_SUMMARY="+filepath.Join(dir, fmt.Sprintf("summary%d.json", c)))
-		out := &syncBuf{}
-		cmd.Stdout, cmd.Stderr = out, out
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
+		cmd, _ := startSoakClient(t, argv, d, c, perClient, dir, "XRNIC_SOAK_IDLE=1", "XRNIC_SOAK_FOR=10m")
 		procs = append(procs, cmd)
 	}
 	t.Cleanup(func() {

@@ -355,6 +355,27 @@ func soakClientMain() int {
 	}
 }
 
+// startSoakClient starts soak client c (argv: this test binary, maybe
+// behind a wrapper) with perClient QPs to d; its files go into dir, extra
+// is added to its environment.
+func startSoakClient(t *testing.T, argv []string, d *daemon, c, perClient int, dir string, extra ...string) (*exec.Cmd, *syncBuf) {
+	t.Helper()
+	data, counter := d.regions["data"], d.regions["counter"]
+	cmd := exec.Command(argv[0], append(argv[1:], "-test.run=^$")...)
+	cmd.Env = append(append(os.Environ(), soakClientEnv+"=1",
+		"XRNIC_SOAK_ADDR="+d.listen, "XRNIC_SOAK_QPS="+strconv.Itoa(perClient), "XRNIC_SOAK_ID="+strconv.Itoa(c),
+		"XRNIC_SOAK_DATA_STAG="+data.STag, "XRNIC_SOAK_DATA_TO="+data.TO,
+		"XRNIC_SOAK_COUNTER_STAG="+counter.STag, "XRNIC_SOAK_COUNTER_TO="+counter.TO,
+		"XRNIC_SOAK_COUNTS="+filepath.Join(dir, fmt.Sprintf("counts%d", c)),
+		"XRNIC_SOAK_SUMMARY="+filepath.Join(dir, fmt.Sprintf("summary%d.json", c))), extra...)
+	out := &syncBuf{}
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	return cmd, out
+}
+
 // procStatus reads VmRSS (KiB) and the open file descriptors of pid.
 func procStatus(t testing.TB, pid int) (rssKiB int, fds int) {
 	t.Helper()
@@ -444,23 +465,12 @@ func TestIntegrationSoak(t *testing.T) {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	data, counter := d.regions["data"], d.regions["counter"]
+	counter := d.regions["counter"]
 	var procs []*exec.Cmd
 	var outs []*syncBuf
 	t0 := time.Now()
 	for c := 0; c < clients; c++ {
-		cmd := exec.Command(self, "-test.run=^$")
-		cmd.Env = append(os.Environ(), soakClientEnv+"=1",
-			"XRNIC_SOAK_ADDR="+d.listen, "XRNIC_SOAK_QPS="+strconv.Itoa(perClient), "XRNIC_SOAK_ID="+strconv.Itoa(c),
-			"XRNIC_SOAK_DATA_STAG="+data.STag, "XRNIC_SOAK_DATA_TO="+data.TO,
-			"XRNIC_SOAK_COUNTER_STAG="+counter.STag, "XRNIC_SOAK_COUNTER_TO="+counter.TO,
-			"XRNIC_SOAK_COUNTS="+filepath.Join(dir, fmt.Sprintf("counts%d", c)),
-			"XRNIC_SOAK_SUMMARY="+filepath.Join(dir, fmt.Sprintf("summary%d.json", c)))
-		out := &syncBuf{}
-		cmd.Stdout, cmd.Stderr = out, out
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
+		cmd, out := startSoakClient(t, []string{self}, d, c, perClient, dir)
 		procs = append(procs, cmd)
 		outs = append(outs, out)
 	}

@@ -2,7 +2,6 @@ package engine
 
 import (
 	"bytes"
-	"context"
 	"errors"
 	"net"
 	"runtime"
@@ -81,25 +80,8 @@ func TestDriveKernel(t *testing.T) {
 	}
 }
 
-// connectSides connects c to s over loopback TCP (connectPair on sides
-// already made).
-func connectSides(t *testing.T, c, s *side) {
-	t.Helper()
-	ln, err := s.dev.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	errc := acceptAsync(ctx, ln, s.qp, ConnParams{})
-	if err := c.qp.Connect(ctx, ln.Addr().String(), ConnParams{}); err != nil {
-		t.Fatalf("connect: %v", err)
-	}
-	if err := <-errc; err != nil {
-		t.Fatalf("accept: %v", err)
-	}
-}
+// connectSides connects c to s with default parameters.
+func connectSides(t *testing.T, c, s *side) { connectSidesWith(t, c, s, ConnParams{}, ConnParams{}) }
 
 // TestDrivePeerFIN: the peer's orderly close with a poller driving the
 // QP's CQs is the same orderly close (whoever reads the FIN).

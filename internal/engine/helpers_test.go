@@ -66,6 +66,14 @@ func newSideConfig(t testing.TB, bufLen int, attr QPAttr, cfg Config) *side {
 func connectPair(t testing.TB, bufLen int, attr QPAttr, cp, sp ConnParams) (c, s *side) {
 	t.Helper()
 	c, s = newSide(t, bufLen, attr), newSide(t, bufLen, attr)
+	connectSidesWith(t, c, s, cp, sp)
+	return c, s
+}
+
+// connectSidesWith connects c to s (sides already made) over loopback
+// TCP, with cp and sp.
+func connectSidesWith(t testing.TB, c, s *side, cp, sp ConnParams) {
+	t.Helper()
 	ln, err := s.dev.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -80,7 +88,6 @@ func connectPair(t testing.TB, bufLen int, attr QPAttr, cp, sp ConnParams) (c, s
 	if err := <-errc; err != nil {
 		t.Fatalf("accept: %v", err)
 	}
-	return c, s
 }
 
 // poll waits for n completions on cq.
