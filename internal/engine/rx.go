@@ -151,6 +151,7 @@ func (qp *QP) rxUnlock() {
 		qp.rxWanted.Store(false)
 		for qp.rxErr == nil && qp.rxOnce() {
 		}
+		qp.dropRxBuf() // the socket is empty, as the reader would leave it
 	}
 }
 
