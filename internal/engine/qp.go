@@ -214,6 +214,7 @@ type QP struct {
 	// only handles the end of the stream.
 	txKick func()
 	txi    txInline // inline transmission (txinline.go)
+	pipe   txPipe   // pipelined writes (txpipe.go)
 
 	stats counters
 }

@@ -35,6 +35,7 @@ type counters struct {
 	txFPDUs, rxFPDUs atomic.Uint64
 	txBatches        atomic.Uint64
 	txInline         atomic.Uint64 // of txBatches, written by the posting or receiving goroutine
+	txPiped          atomic.Uint64 // of txBatches, written by the pipeline's writer (txpipe.go)
 	termsSent        []atomic.Uint64
 	termsRecv        []atomic.Uint64
 	termsSiw         atomic.Uint64    // received in Linux siw's control word layout
@@ -83,7 +84,7 @@ func (qp *QP) Stats() Stats {
 		s.TxBytes[i] = c.txBytes[i].Load()
 		s.RxBytes[i] = c.rxBytes[i].Load()
 	}
-	s.TxFPDUs, s.RxFPDUs, s.TxBatches, s.TxInline = c.txFPDUs.Load(), c.rxFPDUs.Load(), c.txBatches.Load(), c.txInline.Load()
+	s.TxFPDUs, s.RxFPDUs, s.TxBatches, s.TxInline, s.TxPiped = c.txFPDUs.Load(), c.rxFPDUs.Load(), c.txBatches.Load(), c.txInline.Load(), c.txPiped.Load()
 	s.FetchAdds, s.CmpSwaps, s.CmpSwapMatched = c.atomics[0].Load(), c.atomics[1].Load(), c.cmpSwapMatched.Load()
 	s.Stalled = qp.stalls.Load()
 	collect := func(src []atomic.Uint64) []TermCount {

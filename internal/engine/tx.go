@@ -32,7 +32,9 @@ func (qp *QP) runTx() {
 		qp.txDropLocked()
 		qp.mu.Unlock()
 	}()
+	defer qp.pipeStop()
 	for {
+		qp.pipeStop() // (a burst's writer ends with it)
 		select {
 		case <-qp.doorbell:
 		case <-qp.stop:
@@ -40,11 +42,17 @@ func (qp *QP) runTx() {
 		}
 		for {
 			qp.mu.Lock()
+			if qp.pipe.on && (qp.termPending || qp.state != QPRTS || qp.txDone || !qp.txOpen) {
+				// Everything framed goes out before the stream's end.
+				qp.mu.Unlock()
+				qp.pipeWait()
+				continue
+			}
 			if qp.txHandoffLocked() {
 				qp.mu.Unlock()
 				continue
 			}
-			if qp.txi.busy {
+			if qp.txi.busy && !qp.pipe.on {
 				// An inline transmitter has txbuf; it rings when done.
 				qp.txi.more = true
 				qp.mu.Unlock()
@@ -97,12 +105,42 @@ func (qp *QP) runTx() {
 				// are done once built: complete them now.
 				qp.completeSQLocked()
 			}
-			qp.txi.busy = n > 0
+			piped := qp.pipe.on
+			if n == 0 && piped {
+				// Nothing framed: the buffer goes back now; txbuf is
+				// owned (txi.busy) until the write in flight is done.
+				qp.dev.txBufs.put(qp.txbuf)
+				qp.txbuf = nil
+			}
+			qp.txi.busy = n > 0 || piped
 			qp.txDropLocked()
+			full, end := !qp.space(n), qp.sqNext
 			qp.mu.Unlock()
 			qp.syncInvalidations()
+			if piped {
+				qp.pipeWait()
+			}
 			if n == 0 {
+				if piped {
+					continue // the write may have completed WRs: look again
+				}
 				break
+			}
+			if piped || full {
+				qp.mu.Lock()
+				ok := qp.state == QPRTS || qp.state == QPClosing
+				qp.mu.Unlock()
+				if ok {
+					qp.pipeStart(n, end)
+					continue
+				}
+				// The write before failed: what is framed here is never
+				// written (the flush completed its WRs).
+				qp.mu.Lock()
+				qp.txi.busy, qp.txi.more = false, false
+				qp.txDropLocked()
+				qp.mu.Unlock()
+				continue
 			}
 			_, err := qp.llp.Write(qp.txbuf[:n])
 			qp.mu.Lock()
@@ -149,14 +187,22 @@ func (qp *QP) wroteLocked(err error) {
 	qp.markWrittenLocked()
 }
 
-func (qp *QP) markWrittenLocked() {
-	for s := qp.sqWritten; s != qp.sqNext; s++ {
+func (qp *QP) markWrittenLocked() { qp.markWrittenToLocked(qp.sqNext) }
+
+// markWrittenToLocked records the WRs framed before end as written. An
+// end behind sqWritten (the QP flushed meanwhile) marks nothing.
+func (qp *QP) markWrittenToLocked(end uint32) {
+	if int32(end-qp.sqWritten) <= 0 {
+		qp.completeSQLocked()
+		return
+	}
+	for s := qp.sqWritten; s != end; s++ {
 		e, _ := qp.sqSlot(s)
 		if e.state == sqFramed {
 			e.state = sqDone
 		}
 	}
-	qp.sqWritten = qp.sqNext
+	qp.sqWritten = end
 	qp.completeSQLocked()
 }
 

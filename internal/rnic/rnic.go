@@ -241,6 +241,7 @@ type Stats struct {
 	TxFPDUs, RxFPDUs uint64
 	TxBatches        uint64 // LLP writes
 	TxInline         uint64 // of TxBatches, written inline by the goroutine that posted or received (kernel transport)
+	TxPiped          uint64 // of TxBatches, written by a helper while the next batch was framed (kernel transport)
 	TermsSent        []TermCount
 	TermsRecv        []TermCount
 	// TermsRecvSiw counts the received Terminates (of TermsRecv) whose
