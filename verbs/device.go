@@ -81,6 +81,13 @@ type DeviceConfig struct {
 	// posts or receives; every transmission wakes the QP's transmit
 	// goroutine instead. For measurements: inline is faster on small hosts.
 	NoInlineTx bool
+	// RxSpin (kernel transport): how long a QP's reader keeps polling its
+	// socket after the last data before it sleeps (default 0: never). A
+	// spinning responder answers Reads and Atomics without being woken,
+	// which on small or virtual hosts costs more than the round trip
+	// itself; it keeps a core busy while requests come. At most
+	// GOMAXPROCS-1 readers (at least one) spin at once.
+	RxSpin time.Duration
 }
 
 // XDPConfig configures the "afxdp" transport. Only Iface is required.

@@ -31,6 +31,7 @@ func engineConfig(cfg DeviceConfig) engine.Config {
 		MaxQPs: cfg.MaxQPs, MaxWR: cfg.MaxWR, MaxSGE: cfg.MaxSGE, MaxCQE: cfg.MaxCQE, MaxMR: cfg.MaxMR,
 		MaxORD: cfg.MaxORD, MaxIRD: cfg.MaxIRD, MaxMsgSize: cfg.MaxMsgSize, ConnTimeout: cfg.ConnTimeout,
 		FPDUTimeout: cfg.FPDUTimeout, RequestTimeout: cfg.RequestTimeout, NoInlineTx: cfg.NoInlineTx,
+		RxSpin: cfg.RxSpin,
 	}
 }
 

@@ -100,16 +100,16 @@ func config() (map[string]string, error) {
 			return nil, fmt.Errorf("XRNIC_CONFIG %s: %v", path, err)
 		}
 	}
-	for _, k := range []string{"XRNIC_TRANSPORT", "XRNIC_IFACE", "XRNIC_DEBUG", "XRNIC_NO_INLINE_TX", "XRNIC_DRIVE", "XRNIC_SPIN"} {
+	for _, k := range []string{"XRNIC_TRANSPORT", "XRNIC_IFACE", "XRNIC_DEBUG", "XRNIC_NO_INLINE_TX", "XRNIC_DRIVE", "XRNIC_SPIN", "XRNIC_RX_SPIN"} {
 		if v, ok := os.LookupEnv(k); ok {
 			cfg[k] = v
 		}
 	}
 	for k := range cfg {
 		switch k {
-		case "XRNIC_TRANSPORT", "XRNIC_IFACE", "XRNIC_DEBUG", "XRNIC_NO_INLINE_TX", "XRNIC_DRIVE", "XRNIC_SPIN":
+		case "XRNIC_TRANSPORT", "XRNIC_IFACE", "XRNIC_DEBUG", "XRNIC_NO_INLINE_TX", "XRNIC_DRIVE", "XRNIC_SPIN", "XRNIC_RX_SPIN":
 		default:
-			return nil, fmt.Errorf("XRNIC_CONFIG: unknown key %s (known: XRNIC_TRANSPORT, XRNIC_IFACE, XRNIC_DEBUG, XRNIC_NO_INLINE_TX, XRNIC_DRIVE, XRNIC_SPIN)", k)
+			return nil, fmt.Errorf("XRNIC_CONFIG: unknown key %s (known: XRNIC_TRANSPORT, XRNIC_IFACE, XRNIC_DEBUG, XRNIC_NO_INLINE_TX, XRNIC_DRIVE, XRNIC_SPIN, XRNIC_RX_SPIN)", k)
 		}
 	}
 	return cfg, nil
@@ -210,6 +210,13 @@ func openDevice() int {
 		return fail(syscall.ENODEV, "xrnic: %v", err)
 	}
 	dc := verbs.DeviceConfig{Transport: cfg["XRNIC_TRANSPORT"], NoInlineTx: cfg["XRNIC_NO_INLINE_TX"] == "1"}
+	if v := cfg["XRNIC_RX_SPIN"]; v != "" {
+		us, err := strconv.Atoi(v)
+		if err != nil || us < 0 {
+			return fail(syscall.EINVAL, "xrnic: XRNIC_RX_SPIN=%q: want microseconds a QP's reader polls its socket after the last data (kernel transport; 0, the default: never)", v)
+		}
+		dc.RxSpin = time.Duration(us) * time.Microsecond
+	}
 	switch dc.Transport {
 	case "", "kernel":
 		dc.Transport = "kernel"

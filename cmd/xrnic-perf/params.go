@@ -112,6 +112,7 @@ type params struct {
 	maxSize    int // with -a: the largest size (default 1 MiB)
 	quiet      bool
 	spin       time.Duration
+	rxSpin     time.Duration
 	version    bool // --version
 
 	set   map[string]bool // flags given explicitly, by their long names
@@ -304,6 +305,8 @@ func newFlagSet(p *params, out io.Writer, given *[]string) *pflag.FlagSet {
 	fs.BoolVar(&p.drive, "drive", false, "busy-poll and do the engine's receive work on the polling goroutine (run to completion, as the C ABI's ibv_poll_cq does): afxdp runs the transport's poll step, kernel reads the data QPs' sockets; it never sleeps on a CQ, which costs bandwidth where spinners outnumber cores")
 	fs.DurationVar(&p.spin, "spin", 0, "busy-poll a CQ this long before sleeping on it (default 0: on small hosts the engine's own poll loop needs the CPU; -e forces 0)")
 	arg("spin", "<duration>")
+	fs.DurationVar(&p.rxSpin, "rx-spin", 0, "kernel transport: each QP's reader polls its socket this long after the last data before it sleeps (the responder of Reads and Atomics then answers without being woken; costs a busy core); 0: never")
+	arg("rx-spin", "<duration>")
 	fs.BoolVar(&p.version, "version", false, "print the version and exit")
 	return fs
 }

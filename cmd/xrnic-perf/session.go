@@ -63,7 +63,7 @@ const (
 )
 
 func openDevice(p *params) (*verbs.Device, error) {
-	cfg := verbs.DeviceConfig{Transport: p.transport, ConnTimeout: p.timeout, MaxQPs: p.qps + 2, MaxORD: p.outs, MaxIRD: p.outs}
+	cfg := verbs.DeviceConfig{Transport: p.transport, ConnTimeout: p.timeout, MaxQPs: p.qps + 2, MaxORD: p.outs, MaxIRD: p.outs, RxSpin: p.rxSpin}
 	setIface(&cfg, p.iface)
 	cfg.XDP.Logger = slog.New(slog.DiscardHandler)
 	dev, err := verbs.Open(cfg)

@@ -77,6 +77,7 @@ type config struct {
 	FPDUTimeout    time.Duration
 	LockDir        string
 	RequestTimeout time.Duration
+	RxSpin         time.Duration
 	ShutdownTimout time.Duration
 	// Bounds of the metrics HTTP server and of the control socket.
 	HTTPMaxConns, SocketMaxConns                      int
@@ -178,6 +179,7 @@ func newFlagSet(c *config, out io.Writer) *pflag.FlagSet {
 	fs.DurationVar(&c.ConnTimeout, "conn-timeout", 10*time.Second, "bound of each connection setup step and of a QP's orderly close")
 	fs.DurationVar(&c.FPDUTimeout, "fpdu-timeout", 5*time.Second, "end a QP whose peer sent part of an FPDU and then nothing for this long (Terminate, flush); negative: never")
 	fs.DurationVar(&c.RequestTimeout, "request-timeout", 30*time.Second, "complete an RDMA Read or Atomic the peer leaves unanswered this long with an error and end the QP; negative: never")
+	fs.DurationVar(&c.RxSpin, "rx-spin", 0, "kernel transport: a QP's reader keeps polling its socket this long after the last data before it sleeps, so Reads and Atomics are answered without a wake-up (costs a busy core while requests come; at most GOMAXPROCS-1 readers spin); 0: never")
 	fs.DurationVar(&c.ShutdownTimout, "shutdown-timeout", 15*time.Second, "bound of the SIGTERM shutdown")
 	fs.IntVar(&c.HTTPMaxConns, "http-max-conns", control.DefaultMaxConns, "most connections the --metrics server holds; at the cap a new one replaces the longest idle, or is closed at once when all are busy")
 	fs.DurationVar(&c.HTTPReadTimeout, "http-read-timeout", control.DefaultReadTimeout, "--metrics: bound of reading one request (headers within min(this, 5s))")

@@ -159,7 +159,7 @@ func start(cfg config, log *slog.Logger) (d *daemon, err error) {
 	}
 	cfg = d.cfg
 	dc := verbs.DeviceConfig{Transport: transport, MaxQPs: cfg.MaxQPs, MaxORD: cfg.MaxORD, MaxIRD: cfg.MaxIRD, ConnTimeout: cfg.ConnTimeout,
-		FPDUTimeout: cfg.FPDUTimeout, RequestTimeout: cfg.RequestTimeout}
+		FPDUTimeout: cfg.FPDUTimeout, RequestTimeout: cfg.RequestTimeout, RxSpin: cfg.RxSpin}
 	if transport == "afxdp" {
 		dc.XDP = xdpConfig(&cfg, log)
 		d.dev, err = verbs.Open(dc)

@@ -2,7 +2,9 @@ package engine
 
 import (
 	"errors"
+	"runtime"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"xrnic/atomics"
@@ -53,6 +55,16 @@ type Config struct {
 	// NoInlineTx turns off inline transmission (txinline.go): every
 	// transmission then wakes the QP's transmit goroutine. For measuring.
 	NoInlineTx bool
+
+	// RxSpin (kernel transport): once a QP's reader has read its socket
+	// empty, it keeps polling it without blocking for this long after the
+	// last data before it sleeps on the netpoller (0, the default: never).
+	// A responder that never sleeps answers Reads and Atomics without the
+	// wake-up of a sleeping thread, which on a small or virtual host
+	// costs more than the TCP round trip; the price is a busy core while
+	// requests keep coming. At most GOMAXPROCS-1 readers (at least one)
+	// spin at a time on a device; the others sleep as usual.
+	RxSpin time.Duration
 }
 
 func (c *Config) setDefaults() {
@@ -129,6 +141,9 @@ type Device struct {
 
 	rxBufs *bufPool // kernel transport receive buffers, lent per drain (rx.go)
 	txBufs *bufPool // framing buffers, lent per transmission (tx.go)
+
+	rxSpinners    atomic.Int32 // readers spinning now (Config.RxSpin)
+	rxSpinnersMax int32
 }
 
 // txBufMax is the longest transmit buffer a QP needs: txBufLen and one
@@ -143,7 +158,8 @@ func Open(cfg Config) (*Device, error) {
 		return nil, err
 	}
 	d := &Device{cfg: cfg, table: t, qps: map[uint32]*QP{}, cqs: map[*CQ]struct{}{}, lns: map[*Listener]struct{}{},
-		rxBufs: newBufPool(rxBufLen, rxBufsKept), txBufs: newBufPool(txBufMax, txBufsKept)}
+		rxBufs: newBufPool(rxBufLen, rxBufsKept), txBufs: newBufPool(txBufMax, txBufsKept),
+		rxSpinnersMax: int32(max(1, runtime.GOMAXPROCS(0)-1))}
 	d.tr = cfg.Transport
 	if d.tr == nil {
 		d.tr = kernel.New()

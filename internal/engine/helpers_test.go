@@ -40,6 +40,14 @@ func newSideConfig(t testing.TB, bufLen int, attr QPAttr, cfg Config) *side {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { d.Close() })
+	return newSideOn(t, d, bufLen, attr)
+}
+
+// newSideOn is newSide on an open device d (another QP of it).
+func newSideOn(t testing.TB, d *Device, bufLen int, attr QPAttr) *side {
+	t.Helper()
+	var err error
 	s := &side{dev: d, pd: d.AllocPD()}
 	if attr.SQDepth == 0 {
 		attr.SQDepth = 64
@@ -58,7 +66,6 @@ func newSideConfig(t testing.TB, bufLen int, attr QPAttr, cfg Config) *side {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { d.Close() })
 	return s
 }
 

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"io"
+	"runtime"
 	"time"
 
 	"xrnic/atomics"
@@ -83,10 +84,40 @@ func (qp *QP) rxTryRead() bool {
 	qp.rxWanted.Store(false)
 	for qp.rxErr == nil && qp.rxOnce() {
 	}
+	qp.rxSpin()
 	end := qp.rxErr != nil
 	qp.dropRxBuf() // the socket is empty: the buffer goes back until data comes
 	qp.rxMu.Unlock()
 	return end
+}
+
+// rxSpin polls the emptied socket until Config.RxSpin has passed since
+// the last data (rxMu held), if the device has a spinner's place free.
+// It yields between polls; a poller that wants the stream meanwhile
+// (driveRx) finds rxMu taken and leaves the reading to it.
+func (qp *QP) rxSpin() {
+	d := qp.dev
+	spin := d.cfg.RxSpin
+	if spin <= 0 || qp.rxErr != nil {
+		return
+	}
+	for {
+		n := d.rxSpinners.Load()
+		if n >= d.rxSpinnersMax {
+			return
+		}
+		if d.rxSpinners.CompareAndSwap(n, n+1) {
+			break
+		}
+	}
+	for last := time.Now(); qp.rxErr == nil && !qp.closing.Load() && time.Since(last) < spin; {
+		if qp.rxOnce() {
+			last = time.Now()
+			continue
+		}
+		runtime.Gosched()
+	}
+	d.rxSpinners.Add(-1)
 }
 
 // dropRxBuf returns the receive buffer to the device (rxMu held).

@@ -51,6 +51,10 @@ type goalJob struct {
 	args                 []string
 }
 
+// goalRxSpin is the kernel transport's reader spin (--rx-spin) of the
+// goal table's spinning rows: as long as the afxdp poll loop's default.
+const goalRxSpin = "50us"
+
 func goalJobs(sc goalScale, afxdp bool) []goalJob {
 	n := strconv.Itoa
 	jobs := []goalJob{
@@ -64,7 +68,12 @@ func goalJobs(sc goalScale, afxdp bool) []goalJob {
 		goalJob{"atomic_lat kernel --drive", "atomic_lat", "kernel", []string{"-n", n(sc.lat), "--drive"}},
 		goalJob{"send_lat kernel --drive", "send_lat", "kernel", []string{"-n", n(sc.lat), "--drive"}},
 		goalJob{"write_lat kernel --drive", "write_lat", "kernel", []string{"-n", n(sc.lat), "--drive"}},
-		goalJob{"atomic_bw -o 1 kernel --drive", "atomic_bw", "kernel", []string{"-t", "1", "-o", "1", "-n", n(sc.rate), "--drive"}})
+		goalJob{"atomic_bw -o 1 kernel --drive", "atomic_bw", "kernel", []string{"-t", "1", "-o", "1", "-n", n(sc.rate), "--drive"}},
+		// And the responder's reader spinning on its socket (--rx-spin):
+		// no sleeping thread is woken for a request.
+		goalJob{"atomic_lat kernel --drive --rx-spin", "atomic_lat", "kernel", []string{"-n", n(sc.lat), "--drive", "--rx-spin", goalRxSpin}},
+		goalJob{"atomic_bw -o 1 kernel --drive --rx-spin", "atomic_bw", "kernel", []string{"-t", "1", "-o", "1", "-n", n(sc.rate), "--drive", "--rx-spin", goalRxSpin}},
+		goalJob{"atomic_bw -o 16 kernel --rx-spin", "atomic_bw", "kernel", []string{"-t", "16", "-o", "16", "-n", n(sc.rate), "--rx-spin", goalRxSpin}})
 	trs := []string{"kernel"}
 	if afxdp {
 		jobs = append(jobs,
@@ -247,6 +256,9 @@ func goalTable() []goal {
 		{text: "kernel --drive: send_lat <= 1.3x tcp_lat", target: "<= 1.3", eval: ratioGoal(rttOf("send_lat kernel --drive"), rttOf("tcp_lat"), 1.3, "<=")},
 		{text: "kernel --drive: write_lat <= 1.3x tcp_lat", target: "<= 1.3", eval: ratioGoal(rttOf("write_lat kernel --drive"), rttOf("tcp_lat"), 1.3, "<=")},
 		{text: "kernel --drive: atomic_bw -o 1 >= 1 / (1.5x tcp_lat)", target: ">= 1", eval: ratioGoal(rate("atomic_bw -o 1 kernel --drive"), perTCPRTT(1.5), 1, ">=")},
+		{text: "kernel --drive --rx-spin " + goalRxSpin + ": atomic_lat <= 1.5x tcp_lat", target: "<= 1.5", eval: ratioGoal(rttOf("atomic_lat kernel --drive --rx-spin"), rttOf("tcp_lat"), 1.5, "<=")},
+		{text: "kernel --drive --rx-spin " + goalRxSpin + ": atomic_bw -o 1 >= 1 / (1.5x tcp_lat)", target: ">= 1", eval: ratioGoal(rate("atomic_bw -o 1 kernel --drive --rx-spin"), perTCPRTT(1.5), 1, ">=")},
+		{text: "kernel --rx-spin " + goalRxSpin + ": atomic_bw -o 16 >= 0.8x tcp_lat -o 16", target: ">= 0.8", eval: ratioGoal(rate("atomic_bw -o 16 kernel --rx-spin"), rate("tcp_lat -o 16"), 0.8, ">=")},
 	}
 	for _, t := range []string{"write_bw", "read_bw", "send_bw"} {
 		gs = append(gs, goal{text: "kernel: " + t + " 64 KiB >= 0.9x tcp_bw", target: ">= 0.9", eval: ratioGoal(bw(t+" kernel"), bw("tcp_bw"), 0.9, ">=")})
