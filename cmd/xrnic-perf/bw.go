@@ -142,9 +142,7 @@ func (s *session) runBW(ctx context.Context, size int) (BWResult, []uint64, erro
 		if totscnt == totccnt && credit {
 			cq = s.rcq
 		}
-		wctx, cancel := context.WithTimeout(ctx, 10*time.Millisecond)
-		pl.wait(wctx, cq, idle)
-		cancel()
+		pl.waitFor(ctx, cq, idle, 10*time.Millisecond)
 	}
 	perQP := make([]uint64, qps)
 	for q := range qps {
@@ -238,9 +236,7 @@ func (s *session) sinkBW(ctx context.Context, size int, expect chan uint64) serv
 		if want != ^uint64(0) && got >= want {
 			break
 		}
-		wctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
-		err := pl.wait(wctx, s.rcq, idle)
-		cancel()
+		err := pl.waitFor(ctx, s.rcq, idle, 50*time.Millisecond)
 		if ctx.Err() != nil {
 			return serveResult{err: fmt.Errorf("receiving: got %d of %d messages: %w", got, want, ctx.Err())}
 		}

@@ -312,6 +312,13 @@ func (s *session) newPoller() poller {
 // wait returns when cq has completions or ctx ends; idleSince is when the
 // caller last made progress.
 func (pl poller) wait(ctx context.Context, cq *verbs.CQ, idleSince time.Time) error {
+	return pl.waitFor(ctx, cq, idleSince, 0)
+}
+
+// waitFor is wait that sleeps on cq at most bound (> 0), for loops that
+// look at more than the CQ. The bounded context is made only to sleep:
+// a spinning or driving loop calls this once per empty poll.
+func (pl poller) waitFor(ctx context.Context, cq *verbs.CQ, idleSince time.Time, bound time.Duration) error {
 	if cq.Len() > 0 {
 		return nil
 	}
@@ -324,6 +331,11 @@ func (pl poller) wait(ctx context.Context, cq *verbs.CQ, idleSince time.Time) er
 	if pl.spin > 0 && time.Since(idleSince) < pl.spin {
 		runtime.Gosched()
 		return ctx.Err()
+	}
+	if bound > 0 {
+		wctx, cancel := context.WithTimeout(ctx, bound)
+		defer cancel()
+		return cq.Wait(wctx)
 	}
 	return cq.Wait(ctx)
 }
