@@ -2,7 +2,7 @@
 # abi-vs-perf.sh: Debian's perftest through xrnic's C ABI (bin/lib) against
 # xrnic-perf, the same test, size and transport, side by side on one veth
 # pair between two network namespaces (198.18.90.1/.2), REPS interleaved
-# repetitions, medians and their ratio. Root; needs `make abi bin` and
+# repetitions (which tool runs first alternates), medians and their ratio. Root; needs `make abi bin` and
 # Debian's perftest. Removes its namespaces on exit.
 #
 #   scripts/abi-vs-perf.sh [REPS]        (default 3)
@@ -70,9 +70,14 @@ printf '%-26s %12s %12s %7s\n' "test ($TR)" perftest xrnic-perf ratio
 run() { # run LABEL COL TOOL XPTEST ARGS...
 	local label=$1 col=$2 tool=$3 xt=$4; shift 4
 	[[ $label =~ ${ONLY:-.} ]] || return 0
-	local a=() b=()
-	for _ in $(seq "$REPS"); do
-		a+=("$(pt "$col" "$tool" "$@")"); b+=("$(xp "$col" "$xt" "$@")")
+	local a=() b=() r
+	for r in $(seq "$REPS"); do
+		# Alternate which runs first: no order effect in the medians.
+		if ((r % 2)); then
+			a+=("$(pt "$col" "$tool" "$@")"); b+=("$(xp "$col" "$xt" "$@")")
+		else
+			b+=("$(xp "$col" "$xt" "$@")"); a+=("$(pt "$col" "$tool" "$@")")
+		fi
 	done
 	local ma mb
 	ma=$(printf '%s\n' "${a[@]}" | grep -E '^[0-9.]+$' | median); mb=$(printf '%s\n' "${b[@]}" | grep -E '^[0-9.]+$' | median)
