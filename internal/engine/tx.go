@@ -127,19 +127,11 @@ func (qp *QP) runTx() {
 				break
 			}
 			if piped || full {
-				qp.mu.Lock()
-				ok := qp.state == QPRTS || qp.state == QPClosing
-				qp.mu.Unlock()
-				if ok {
-					qp.pipeStart(n, end)
-					continue
-				}
-				// The write before failed: what is framed here is never
-				// written (the flush completed its WRs).
-				qp.mu.Lock()
-				qp.txi.busy, qp.txi.more = false, false
-				qp.txDropLocked()
-				qp.mu.Unlock()
+				// Written whatever the state now, as the write below: a
+				// build that met an error (a Read source gone midway)
+				// framed what precedes it, and the Terminate reports
+				// the Read as stopped after those bytes.
+				qp.pipeStart(n, end)
 				continue
 			}
 			_, err := qp.llp.Write(qp.txbuf[:n])
