@@ -10,6 +10,7 @@ import (
 	"net"
 	"os"
 	"runtime/debug"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -75,6 +76,9 @@ var dev struct {
 	ifname string
 }
 
+// configKeys are the keys config knows (docs/VERBS-ABI.md).
+var configKeys = []string{"XRNIC_TRANSPORT", "XRNIC_IFACE", "XRNIC_DEBUG", "XRNIC_NO_INLINE_TX", "XRNIC_DRIVE", "XRNIC_SPIN", "XRNIC_RX_SPIN"}
+
 // config reads the XRNIC_* keys from the environment and XRNIC_CONFIG.
 func config() (map[string]string, error) {
 	cfg := map[string]string{}
@@ -100,16 +104,14 @@ func config() (map[string]string, error) {
 			return nil, fmt.Errorf("XRNIC_CONFIG %s: %v", path, err)
 		}
 	}
-	for _, k := range []string{"XRNIC_TRANSPORT", "XRNIC_IFACE", "XRNIC_DEBUG", "XRNIC_NO_INLINE_TX", "XRNIC_DRIVE", "XRNIC_SPIN", "XRNIC_RX_SPIN"} {
+	for _, k := range configKeys {
 		if v, ok := os.LookupEnv(k); ok {
 			cfg[k] = v
 		}
 	}
 	for k := range cfg {
-		switch k {
-		case "XRNIC_TRANSPORT", "XRNIC_IFACE", "XRNIC_DEBUG", "XRNIC_NO_INLINE_TX", "XRNIC_DRIVE", "XRNIC_SPIN", "XRNIC_RX_SPIN":
-		default:
-			return nil, fmt.Errorf("XRNIC_CONFIG: unknown key %s (known: XRNIC_TRANSPORT, XRNIC_IFACE, XRNIC_DEBUG, XRNIC_NO_INLINE_TX, XRNIC_DRIVE, XRNIC_SPIN, XRNIC_RX_SPIN)", k)
+		if !slices.Contains(configKeys, k) {
+			return nil, fmt.Errorf("XRNIC_CONFIG: unknown key %s (known: %s)", k, strings.Join(configKeys, ", "))
 		}
 	}
 	return cfg, nil

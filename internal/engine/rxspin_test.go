@@ -73,7 +73,7 @@ func TestRxSpin(t *testing.T) {
 		t.Fatalf("%d readers spun at once, at most %d may", m, d.rxSpinnersMax)
 	}
 	for q := range qps {
-		if got := binary.LittleEndian.Uint64(ss[q].buf); got != rounds && binary.BigEndian.Uint64(ss[q].buf) != rounds {
+		if got := binary.NativeEndian.Uint64(ss[q].buf); got != rounds {
 			t.Fatalf("QP %d: target %#x after %d FetchAdds", q, ss[q].buf[:8], rounds)
 		}
 	}

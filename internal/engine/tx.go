@@ -42,7 +42,7 @@ func (qp *QP) runTx() {
 		}
 		for {
 			qp.mu.Lock()
-			if qp.pipe.on && (qp.termPending || qp.state != QPRTS || qp.txDone || !qp.txOpen) {
+			if qp.pipe.on && (qp.termPending || qp.state != QPRTS) {
 				// Everything framed goes out before the stream's end.
 				qp.mu.Unlock()
 				qp.pipeWait()
@@ -170,13 +170,17 @@ func (qp *QP) endTx() {
 
 // wroteLocked records how a write of framed FPDUs ended: what it carried
 // is written, or the connection is lost.
-func (qp *QP) wroteLocked(err error) {
+func (qp *QP) wroteLocked(err error) { qp.wroteToLocked(err, qp.sqNext) }
+
+// wroteToLocked is wroteLocked for a write that carried the WRs framed
+// before end (the pipeline's: the next buffer may be framed already).
+func (qp *QP) wroteToLocked(err error, end uint32) {
 	if err != nil {
 		qp.fatalLocked(term.MPAConnectionLost, nil, false)
 		return
 	}
 	qp.stats.txBatches.Add(1)
-	qp.markWrittenLocked()
+	qp.markWrittenToLocked(end)
 }
 
 func (qp *QP) markWrittenLocked() { qp.markWrittenToLocked(qp.sqNext) }

@@ -1,7 +1,5 @@
 package engine
 
-import "xrnic/wire/term"
-
 // Pipelined transmission over a blocking LLP (the kernel transport): while
 // a helper goroutine writes one framed buffer, runTx frames the next. A
 // stream's sender otherwise alternates between framing (the gather copy
@@ -54,13 +52,10 @@ func (qp *QP) pipeWait() {
 	qp.mu.Lock()
 	qp.dev.txBufs.put(p.buf)
 	p.on, p.buf = false, nil
-	if err != nil {
-		qp.fatalLocked(term.MPAConnectionLost, nil, false)
-	} else {
-		qp.stats.txBatches.Add(1)
+	if err == nil {
 		qp.stats.txPiped.Add(1)
-		qp.markWrittenToLocked(p.end)
 	}
+	qp.wroteToLocked(err, p.end)
 	if qp.txbuf == nil {
 		qp.txi.busy, qp.txi.more = false, false
 	}

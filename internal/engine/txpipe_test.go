@@ -53,8 +53,7 @@ func TestTxPipeline(t *testing.T) {
 		if rc := poll(t, s.rcq, 1)[0]; rc.ID != 7 || rc.Status != StatusSuccess {
 			t.Fatalf("round %d: the Send: %+v", round, rc)
 		}
-		want := append([]byte(nil), c.buf[8:]...)
-		if !bytes.Equal(s.buf[8:], want) {
+		if !bytes.Equal(s.buf[8:], c.buf[8:]) {
 			t.Fatalf("round %d: the written data differs", round)
 		}
 		waitNoTxWriters(t)
