@@ -30,7 +30,8 @@
 // Sockets use XDP_USE_NEED_WAKEUP by default: Refill issues a recvfrom and
 // Transmit a sendto only when the kernel flags the ring. A busy kernel
 // (EAGAIN, EBUSY, ENOBUFS) is not an error on that path: the frames stay
-// queued and the next Kick retries; other failures are counted in
+// queued (Stats.TXBusy counts it) and the owner's next Retry, once per
+// poll iteration, kicks again; other failures are counted in
 // Stats.KickErrors (nothing on the per-packet path panics or allocates).
 //
 // BindAuto tries zero-copy first and falls back to copy mode

@@ -75,8 +75,8 @@ type Socket struct {
 
 	pollfd [1]unix.PollFd
 
-	rxKicks, txKicks, kickErrors atomic.Uint64
-	closed                       bool
+	rxKicks, txKicks, txBusy, kickErrors atomic.Uint64
+	closed                               bool
 }
 
 // Open creates an AF_XDP socket on queue of the device ifindex (in the
@@ -394,21 +394,48 @@ func (s *Socket) Kick() {
 			return
 		case unix.EAGAIN:
 			// The batch limit, a full completion ring, or a busy
-			// driver: go on only while the kernel made progress and
+			// driver (veth stops its queue while the peer's ring is
+			// full): go on only while the kernel made progress and
 			// entries are left.
 			before := s.tx.cachedCons
 			s.tx.cachedCons = atomic.LoadUint32(s.tx.consumer)
-			if s.tx.cachedCons == before || s.tx.cachedCons == s.tx.cachedProd {
+			if s.tx.cachedCons == s.tx.cachedProd {
+				return
+			}
+			if s.tx.cachedCons == before {
+				s.txBusy.Add(1)
 				return
 			}
 		case unix.EBUSY, unix.ENOBUFS:
 			// Busy or out of buffers: frames stay queued for the next kick.
+			s.txBusy.Add(1)
 			return
 		default:
 			s.kickErrors.Add(1)
 			return
 		}
 	}
+}
+
+// TXQueued returns how many descriptors on the TX ring the kernel has not
+// taken yet: after a kick found it busy they wait for the next one, which
+// the owner must issue (nothing else will while it has no new frames).
+func (s *Socket) TXQueued() int {
+	s.tx.cachedCons = atomic.LoadUint32(s.tx.consumer)
+	return int(s.tx.cachedProd - s.tx.cachedCons)
+}
+
+// Retry kicks the kernel again when descriptors are still on the TX ring
+// and the kernel asks for a wakeup, and returns how many are left. Call it
+// once per poll-loop iteration: after a kick found the kernel or driver
+// busy, only another kick moves those frames.
+func (s *Socket) Retry() int {
+	n := s.TXQueued()
+	if n > 0 && (!s.state.needWakeup || s.tx.needWakeup()) {
+		s.Kick()
+		n = s.TXQueued()
+	}
+	return n
 }
 
 // maxKicks bounds the sendto calls of one Kick (32 frames each in copy
@@ -440,6 +467,7 @@ type Stats struct {
 	TXRingEmptyDescs     uint64
 	RXKicks              uint64 // recvfrom wakeups for the fill ring
 	TXKicks              uint64 // sendto wakeups for the TX ring
+	TXBusy               uint64 // wakeups that left frames on the TX ring (a busy kernel or driver)
 	KickErrors           uint64 // wakeups that failed for other reasons than a busy kernel
 }
 
@@ -458,6 +486,7 @@ func (s *Socket) Stats() (Stats, error) {
 		TXRingEmptyDescs:     k.Tx_ring_empty_descs,
 		RXKicks:              s.rxKicks.Load(),
 		TXKicks:              s.txKicks.Load(),
+		TXBusy:               s.txBusy.Load(),
 		KickErrors:           s.kickErrors.Load(),
 	}, nil
 }

@@ -66,7 +66,7 @@ func (s *deviceSource) XDPSocketStats() []XDPSocketStats {
 	for q, st := range per {
 		out[q] = XDPSocketStats{Interface: s.iface, Queue: q,
 			RxDropped: st.RXDropped, RxInvalidDescs: st.RXInvalidDescs, TxInvalidDescs: st.TXInvalidDescs,
-			RxRingFull: st.RXRingFull, RxFillRingEmptyDescs: st.RXFillRingEmptyDescs, TxRingEmptyDescs: st.TXRingEmptyDescs}
+			RxRingFull: st.RXRingFull, RxFillRingEmptyDescs: st.RXFillRingEmptyDescs, TxRingEmptyDescs: st.TXRingEmptyDescs, TxBusy: st.TXBusy}
 	}
 	return out
 }

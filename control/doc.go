@@ -59,7 +59,8 @@
 // xrnic_xdp_rx_invalid_descriptors_total,
 // xrnic_xdp_tx_invalid_descriptors_total, xrnic_xdp_rx_ring_full_total,
 // xrnic_xdp_fill_ring_empty_total, xrnic_xdp_tx_ring_empty_total, labels
-// interface and queue) and the XDP program's counters, summed over CPUs
+// interface and queue), xrnic_xdp_tx_busy_total (TX wakeups that found the
+// kernel or driver busy) and the XDP program's counters, summed over CPUs
 // (xrnic_xdp_program_packets_total{interface,counter}). The kernel
 // transport has neither, and the families are then absent.
 // TransportSources adapts an afxdp transport to both sources (counter

@@ -397,3 +397,24 @@ func TestWebConfig(t *testing.T) {
 		t.Errorf("the TLS connections are not tracked by the listener: %d open", st.Open())
 	}
 }
+
+// distinctXDP gives every XDPSocketStats field of queue 3 its own value.
+type distinctXDP struct{ fakeSources }
+
+func (distinctXDP) XDPSocketStats() []XDPSocketStats {
+	return []XDPSocketStats{{Interface: "eth0", Queue: 3, RxDropped: 1, RxInvalidDescs: 2, TxInvalidDescs: 3,
+		RxRingFull: 4, RxFillRingEmptyDescs: 5, TxRingEmptyDescs: 6, TxBusy: 7}}
+}
+
+// TestXDPSocketFamilies: each socket counter lands in its own family.
+func TestXDPSocketFamilies(t *testing.T) {
+	r := newRig(t)
+	reg := NewRegistry(r.state, Options{NoProcess: true, XDP: distinctXDP{}})
+	labels := map[string]string{"interface": "eth0", "queue": "3"}
+	for i, fam := range []string{"xrnic_xdp_rx_dropped_total", "xrnic_xdp_rx_invalid_descriptors_total", "xrnic_xdp_tx_invalid_descriptors_total",
+		"xrnic_xdp_rx_ring_full_total", "xrnic_xdp_fill_ring_empty_total", "xrnic_xdp_tx_ring_empty_total", "xrnic_xdp_tx_busy_total"} {
+		if v := value(t, reg, fam, labels); v != float64(i+1) {
+			t.Errorf("%s = %v, want %d", fam, v, i+1)
+		}
+	}
+}

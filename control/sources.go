@@ -39,6 +39,9 @@ type XDPSocketStats struct {
 	RxRingFull           uint64
 	RxFillRingEmptyDescs uint64
 	TxRingEmptyDescs     uint64
+	// TxBusy is xrnic's own: kicks that left frames on the TX ring because
+	// the kernel or driver was busy (retried on the next poll iteration).
+	TxBusy uint64
 }
 
 // XDPProgramCounter is one counter of the XDP steering program, per CPU
@@ -72,7 +75,8 @@ var (
 	descXDPTxEmpty = prometheus.NewDesc("xrnic_xdp_tx_ring_empty_total", "AF_XDP: times the TX ring was empty (tx_ring_empty_descs).", xdpLabels, nil)
 	descXDPProgram = desc("xrnic_xdp_program_packets_total", "Packets by verdict of the XDP steering program (its per-CPU counters summed).", "interface", "counter")
 	tcpDescs       = []*prometheus.Desc{descTCPSegs, descTCPRetrans, descTCPRTO, descTCPOOO, descTCPRTT}
-	xdpDescs       = []*prometheus.Desc{descXDPRxDrop, descXDPRxInv, descXDPTxInv, descXDPRxFull, descXDPFillEmp, descXDPTxEmpty, descXDPProgram}
+	descXDPTxBusy  = prometheus.NewDesc("xrnic_xdp_tx_busy_total", "AF_XDP: TX wakeups that left frames on the ring because the kernel or driver was busy (retried on the next poll iteration).", xdpLabels, nil)
+	xdpDescs       = []*prometheus.Desc{descXDPRxDrop, descXDPRxInv, descXDPTxInv, descXDPRxFull, descXDPFillEmp, descXDPTxEmpty, descXDPTxBusy, descXDPProgram}
 )
 
 func describeTCP(ch chan<- *prometheus.Desc) {
@@ -115,6 +119,7 @@ func collectXDP(ch chan<- prometheus.Metric, src XDPSource) {
 		counter(ch, descXDPRxFull, s.RxRingFull, s.Interface, q)
 		counter(ch, descXDPFillEmp, s.RxFillRingEmptyDescs, s.Interface, q)
 		counter(ch, descXDPTxEmpty, s.TxRingEmptyDescs, s.Interface, q)
+		counter(ch, descXDPTxBusy, s.TxBusy, s.Interface, q)
 	}
 	// One series per counter and interface: a label per CPU would
 	// multiply the series by the host's CPUs and move with scheduling,

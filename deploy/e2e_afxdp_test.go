@@ -147,7 +147,7 @@ func TestIntegrationDaemonAFXDP(t *testing.T) {
 			}
 		}
 		for _, fam := range []string{"xrnic_xdp_rx_dropped_total", "xrnic_xdp_rx_invalid_descriptors_total", "xrnic_xdp_tx_invalid_descriptors_total",
-			"xrnic_xdp_rx_ring_full_total", "xrnic_xdp_fill_ring_empty_total", "xrnic_xdp_tx_ring_empty_total"} {
+			"xrnic_xdp_rx_ring_full_total", "xrnic_xdp_fill_ring_empty_total", "xrnic_xdp_tx_ring_empty_total", "xrnic_xdp_tx_busy_total"} {
 			if sum(after, fam, "interface", devA, "queue", "0") < 0 {
 				return fam + " absent for queue 0"
 			}

@@ -1,6 +1,7 @@
 package tcpstack
 
 import (
+	"fmt"
 	"io"
 	"time"
 
@@ -315,6 +316,22 @@ func (c *Conn) canSend() error {
 		return ErrClosed
 	}
 	return nil
+}
+
+// Debug describes the connection's sequence, window and timer state in
+// one line, for stall reports (not for parsing).
+func (c *Conn) Debug() string {
+	timer := func(at time.Duration) string {
+		if at == NoDeadline {
+			return "off"
+		}
+		return (at - c.s.now).String()
+	}
+	return fmt.Sprintf("%v una+%d nxt+%d max+%d sq %d wnd %d cwnd %d ssthresh %d rto %v in %s retries %d persist %v probes %d tlp %v recovery %v dupacks %d"+
+		" | rcv nxt+%d adv+%d ready %d/%d frames ooo %d (%d B) ack pending %d delack %s",
+		c.state, c.iss.Size(c.sndUna), c.iss.Size(c.sndNxt), c.iss.Size(c.sndMax), c.sqLen, c.sndWnd, c.cwnd, c.ssthresh, c.rto, timer(c.rtoAt),
+		c.retries, c.persist, c.probes, c.tlp, c.inRecovery, c.dupAcks,
+		c.irs.Size(c.rcvNxt), c.irs.Size(c.rcvAdv), c.readyBytes, c.rdLen, len(c.ooo), c.oooBytes, c.ackPending, timer(c.delackAt))
 }
 
 // FreeSegments returns how many more segments may be queued for sending.

@@ -157,7 +157,7 @@ func stallState(cs, ss []*side) string {
 			llp := qp.llp
 			qp.mu.Unlock()
 			if x, ok := afxdp.StateOf(llp); ok {
-				fmt.Fprintf(&b, " | pend %d free segs %d buffered %d tcp %v kick %d", x.Pending, x.FreeSegments, x.Buffered, x.TCP, x.Kick)
+				fmt.Fprintf(&b, " | pend %d free segs %d buffered %d tcp %v kick %d\n    %s\n    %s", x.Pending, x.FreeSegments, x.Buffered, x.TCP, x.Kick, x.Detail, x.Queue)
 			}
 			b.WriteByte('\n')
 		}

@@ -33,6 +33,7 @@ type xskLink struct {
 	freed    []xsk.Desc
 	reserve  int // chunks kept out of the fill ring for transmission
 	rxCount  int // frames received since the last check
+	txQueued int // frames left on the TX ring by a busy kernel at the last flush
 	mtuDrop  uint64
 	fragDrop uint64
 
@@ -214,4 +215,5 @@ func (k *xskLink) flush() {
 	if f := k.sock.FreeFrames() - k.reserve; f > 0 {
 		k.sock.Refill(f)
 	}
+	k.txQueued = k.sock.Retry()
 }

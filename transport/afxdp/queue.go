@@ -68,9 +68,14 @@ func (x *Transport) newQueue(l *pollLoop, s *xsk.Socket) error {
 	return nil
 }
 
-// timeoutMS is the poll(2) timeout until the next timer.
+// timeoutMS is the poll(2) timeout until the next timer, or 1 ms while a
+// busy kernel left frames on the TX ring (nothing else would retry them
+// before the next timer: an RTO, with backoff).
 func (q *xdpQueue) timeoutMS() int {
 	next := min(q.next, q.sweepAt)
+	if q.link.txQueued > 0 {
+		next = min(next, q.clock.Now()+time.Millisecond)
+	}
 	if next == tcpstack.NoDeadline {
 		return -1
 	}

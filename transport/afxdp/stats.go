@@ -111,6 +111,8 @@ type ConnState struct {
 	Buffered     int    // received bytes not yet delivered
 	TCP          string // the TCP state
 	Kick         uint32 // kicks not yet run
+	Detail       string // the TCP connection's sequence and timer state
+	Queue        string // the queue's frames, rings and socket counters
 }
 
 // StateOf reads c's state on its poll loop; ok is false when c is not a
@@ -122,7 +124,10 @@ func StateOf(c transport.Conn) (s ConnState, ok bool) {
 	}
 	err := x.q.l.do(func() {
 		s = ConnState{FreeSegments: x.c.FreeSegments(), MSS: x.mss, Pending: len(x.pend), Buffered: x.c.Buffered(),
-			TCP: x.c.State().String(), Kick: x.kick.Load()}
+			TCP: x.c.State().String(), Kick: x.kick.Load(), Detail: x.c.Debug()}
+		k := x.q.sock
+		st, err := k.Stats()
+		s.Queue = fmt.Sprintf("free frames %d, TX ring room %d, socket %+v %v", k.FreeFrames(), k.TXRoom(), st, err)
 	})
 	return s, err == nil
 }
