@@ -8,6 +8,9 @@
 #   scripts/abi-vs-perf.sh [REPS]        (default 3)
 #   TRANSPORT=afxdp scripts/abi-vs-perf.sh
 #   ONLY='_lat' scripts/abi-vs-perf.sh   (the tests whose label matches)
+#   RAW=1 scripts/abi-vs-perf.sh          (also every repetition's value)
+#   BW_ITERS=20000 scripts/abi-vs-perf.sh (messages per bandwidth run, default 5000:
+#                                          longer runs, less start-up in the average)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 REPS=${1:-3}
@@ -81,12 +84,13 @@ run() { # run LABEL COL TOOL XPTEST ARGS...
 	done
 	local ma mb
 	ma=$(printf '%s\n' "${a[@]}" | grep -E '^[0-9.]+$' | median); mb=$(printf '%s\n' "${b[@]}" | grep -E '^[0-9.]+$' | median)
+	[ -z "${RAW:-}" ] || printf '  %s: perftest %s; xrnic-perf %s\n' "$label" "${a[*]}" "${b[*]}"
 	printf '%-26s %12s %12s %7s\n' "$label" "$ma" "$mb" "$(awk -v x="$ma" -v y="$mb" 'BEGIN{ if (x+0 > 0 && y+0 > 0) printf "%.2f", x/y; else print "-" }')"
 }
 # bandwidth: column 4 (BW average, MiB/s in both); latency: column 5 (t_typical, us)
-run "write_bw 64 KiB [MiB/s]" 4 ib_write_bw write_bw -s 65536 -n 5000
-run "read_bw 64 KiB [MiB/s]" 4 ib_read_bw read_bw -s 65536 -n 5000
-run "send_bw 64 KiB [MiB/s]" 4 ib_send_bw send_bw -s 65536 -n 5000
+run "write_bw 64 KiB [MiB/s]" 4 ib_write_bw write_bw -s 65536 -n "${BW_ITERS:-5000}"
+run "read_bw 64 KiB [MiB/s]" 4 ib_read_bw read_bw -s 65536 -n "${BW_ITERS:-5000}"
+run "send_bw 64 KiB [MiB/s]" 4 ib_send_bw send_bw -s 65536 -n "${BW_ITERS:-5000}"
 run "send_lat 2 B [us]" 5 ib_send_lat send_lat -s 2 -n 5000
 run "write_lat 2 B [us]" 5 ib_write_lat write_lat -s 2 -n 5000
 if [ "$TR" = afxdp ]; then

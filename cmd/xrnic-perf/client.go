@@ -23,6 +23,14 @@ type sizeResult struct {
 }
 
 // runClient runs the client side against p.server.
+// onOff is perftest's spelling of a switch.
+func onOff(b bool) string {
+	if b {
+		return "ON"
+	}
+	return "OFF"
+}
+
 func runClient(ctx context.Context, p *params, out io.Writer) error {
 	if !p.test.bw && p.qps != 1 {
 		return errors.New("-q: latency tests use one QP")
@@ -58,7 +66,7 @@ func runClient(ctx context.Context, p *params, out io.Writer) error {
 		return err
 	}
 	for q, qp := range s.qps {
-		if err := qp.Dial(dctx, addr, verbs.ConnParam{PrivateData: s.bufInfo(q).put(), ORD: p.outs, IRD: p.outs}); err != nil {
+		if err := qp.Dial(dctx, addr, verbs.ConnParam{PrivateData: s.bufInfo(q).put(), ORD: p.outs, IRD: p.outs, NoCRC: p.noCRC}); err != nil {
 			return fmt.Errorf("connect data QP %d: %w", q, err)
 		}
 		bi, err := parseBufInfo(qp.ConnInfo().PeerPrivateData)
@@ -75,6 +83,7 @@ func runClient(ctx context.Context, p *params, out io.Writer) error {
 	}
 	if !p.quiet {
 		fmt.Fprintln(out, banner(p, "client", ifaceMTU(p.iface)))
+		fmt.Fprintf(out, " MPA CRC         : %s\n", onOff(s.qps[0].ConnInfo().CRC))
 		for q, qp := range s.qps {
 			l, r := s.bufInfo(q), s.remote[q]
 			fmt.Fprintf(out, " local address: QPN 0x%04x STag 0x%08x VAddr 0x%016x\n", qp.Num(), l.STag, l.RecvTO)

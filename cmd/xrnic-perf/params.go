@@ -113,6 +113,7 @@ type params struct {
 	quiet      bool
 	spin       time.Duration
 	rxSpin     time.Duration
+	noCRC      bool
 	version    bool // --version
 
 	set   map[string]bool // flags given explicitly, by their long names
@@ -307,6 +308,7 @@ func newFlagSet(p *params, out io.Writer, given *[]string) *pflag.FlagSet {
 	arg("spin", "<duration>")
 	fs.DurationVar(&p.rxSpin, "rx-spin", 0, "kernel transport: each QP's reader polls its socket this long after the last data before it sleeps (the responder of Reads and Atomics then answers without being woken; costs a busy core); 0: never")
 	arg("rx-spin", "<duration>")
+	fs.BoolVar(&p.noCRC, "no-crc", false, "ask for MPA connections without CRCs (RFC 5044 §7.1.1, the C bit: CRCs are off only when both ends ask, so give it to both), to measure what the CRC costs; the banner says which was agreed")
 	fs.BoolVar(&p.version, "version", false, "print the version and exit")
 	return fs
 }

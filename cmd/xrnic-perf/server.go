@@ -74,7 +74,7 @@ func runServer(ctx context.Context, p *params, out io.Writer) error {
 		}
 		seen[bi.Index] = true
 		s.remote[bi.Index] = bi
-		if err := r.Accept(actx, s.qps[bi.Index], verbs.ConnParam{PrivateData: s.bufInfo(int(bi.Index)).put(), ORD: p.outs, IRD: p.outs}); err != nil {
+		if err := r.Accept(actx, s.qps[bi.Index], verbs.ConnParam{PrivateData: s.bufInfo(int(bi.Index)).put(), ORD: p.outs, IRD: p.outs, NoCRC: p.noCRC}); err != nil {
 			return fmt.Errorf("accept data QP %d: %w", bi.Index, err)
 		}
 	}

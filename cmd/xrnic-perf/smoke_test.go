@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -73,6 +74,7 @@ func runPair(t *testing.T, args ...string) string {
 func TestSmokeLoopback(t *testing.T) {
 	cases := [][]string{
 		{"write_bw", "-n", "300", "-s", "4096"},
+		{"write_bw", "-n", "300", "-s", "4096", "--no-crc"},
 		{"write_bw", "-n", "200", "-s", "1000", "-b"},
 		{"write_bw", "-n", "300", "-s", "512", "--write_with_imm", "-r", "16"},
 		{"read_bw", "-n", "200", "-q", "3", "-a", "--max_size", "8192"},
@@ -105,6 +107,9 @@ func TestSmokeLoopback(t *testing.T) {
 			}
 			if !strings.Contains(out, header) {
 				t.Fatalf("no header in\n%s", out)
+			}
+			if crc := " MPA CRC         : " + onOff(!slices.Contains(c, "--no-crc")); !strings.HasPrefix(c[0], "tcp") && !strings.Contains(out, crc) {
+				t.Errorf("no %q in\n%s", crc, out)
 			}
 			lines := 0
 			for _, l := range strings.Split(out, "\n") {
