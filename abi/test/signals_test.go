@@ -60,11 +60,17 @@ func TestSignalMask(t *testing.T) {
 				free = append(free, fmt.Sprintf("%s:%x", tid, m))
 			}
 		}
-		if mainMask&alrm != 0 {
-			t.Fatalf("the main thread blocks SIGALRM (SigBlk %x): the loading thread's mask was not given back", mainMask)
+		// While the libraries load, the runtime's thread creation
+		// blocks every signal on the main thread for a moment; only a
+		// mask that stays blocked is the bug. The Go runtime runs
+		// several threads once the device is open.
+		if len(blocked) >= 3 && mainMask&alrm == 0 {
+			break
 		}
-		// The Go runtime runs several threads once the device is open.
-		if len(blocked) >= 3 || time.Now().After(deadline) {
+		if time.Now().After(deadline) {
+			if mainMask&alrm != 0 {
+				t.Fatalf("the main thread still blocks SIGALRM after 10 s (SigBlk %x): the loading thread's mask was not given back", mainMask)
+			}
 			break
 		}
 		time.Sleep(50 * time.Millisecond)
