@@ -127,12 +127,13 @@ func (s *syncBuffer) String() string {
 // TestABIRping: Debian's rping on siw against Debian's rping on xrnic,
 // both roles, data verified on both sides.
 func TestABIRping(t *testing.T) {
-	g := needGuest(t)
+	needGuest(t)
 	lib := abiLib(t, "rping")
 	const count = 20
 	for _, tr := range transports {
 		for _, size := range []int{64, 4096} {
 			t.Run(fmt.Sprintf("%s/xrnic-client/%d", tr, size), func(t *testing.T) {
+				g := needGuest(t)
 				ctx := ctxT(t, 2*time.Minute)
 				capt := startCapture(t, g)
 				p, err := g.Start(ctx, Cmd{Args: []string{"rping", "-s", "-a", g.GuestAddr.String(), "-p", "7174", "-S", fmt.Sprint(size), "-V", "-C", fmt.Sprint(count)}, Timeout: time.Minute})
@@ -151,6 +152,7 @@ func TestABIRping(t *testing.T) {
 				capt.check(ctx, true, false)
 			})
 			t.Run(fmt.Sprintf("%s/xrnic-server/%d", tr, size), func(t *testing.T) {
+				g := needGuest(t)
 				ctx := ctxT(t, 2*time.Minute)
 				capt := startCapture(t, g)
 				h := startHost(ctx, t, g, lib, tr, "rping", "-s", "-a", g.HostAddr.String(), "-p", "7174", "-S", fmt.Sprint(size), "-V", "-C", fmt.Sprint(count))
@@ -228,7 +230,7 @@ func perftestRefused(out string) bool {
 // TestABIPerftest: Debian's ib_write_bw, ib_read_bw and ib_send_bw with
 // rdma_cm (-R) on siw against the same on xrnic, both roles.
 func TestABIPerftest(t *testing.T) {
-	g := needGuest(t)
+	needGuest(t)
 	tools := []string{"ib_write_bw", "ib_read_bw", "ib_send_bw"}
 	lib := abiLib(t, tools...)
 	const size, iters, port = 65536, 200, 18515
@@ -236,6 +238,7 @@ func TestABIPerftest(t *testing.T) {
 		for _, tool := range tools {
 			args := []string{tool, "-R", "-s", fmt.Sprint(size), "-n", fmt.Sprint(iters), "-p", fmt.Sprint(port), "-F"}
 			t.Run(fmt.Sprintf("%s/%s/xrnic-client", tr, tool), func(t *testing.T) {
+				g := needGuest(t)
 				ctx := ctxT(t, 3*time.Minute)
 				var (
 					h    *hostCmd
@@ -269,6 +272,7 @@ func TestABIPerftest(t *testing.T) {
 				perftestOK(t, "siw "+tool+" server", r.Stdout, nil, size)
 			})
 			t.Run(fmt.Sprintf("%s/%s/xrnic-server", tr, tool), func(t *testing.T) {
+				g := needGuest(t)
 				ctx := ctxT(t, 3*time.Minute)
 				h := startHost(ctx, t, g, lib, tr, args...)
 				h.waitListening(ctx, t)

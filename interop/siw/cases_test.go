@@ -18,10 +18,11 @@ import (
 // started with peerArgs; when f returns true the case ends with an
 // orderly close from our side (the peer sees DISCONNECTED, no RST).
 func each(t *testing.T, peerArgs []string, f func(ctx context.Context, t *testing.T, c *conn) bool) {
-	g := needGuest(t)
+	needGuest(t)
 	for _, tr := range transports {
 		for _, dir := range directions {
 			t.Run(fmt.Sprintf("%s/%s", tr, dir), func(t *testing.T) {
+				g := needGuest(t)
 				ctx := ctxT(t, 3*time.Minute)
 				h := newHost(t, g, tr)
 				capt := startCapture(t, g)
@@ -279,10 +280,11 @@ func TestConcurrent(t *testing.T) {
 // TestManyQPs: 64 QPs to one siw peer at once, each doing a Write, a Read
 // and a Send, then closing in order.
 func TestManyQPs(t *testing.T) {
-	g := needGuest(t)
+	needGuest(t)
 	const nqp = 64
 	for _, tr := range transports {
 		t.Run(string(tr), func(t *testing.T) {
+			g := needGuest(t)
 			ctx := ctxT(t, 3*time.Minute)
 			h := newHost(t, g, tr)
 			capt := startCapture(t, g)
@@ -370,7 +372,7 @@ func TestPeerCloses(t *testing.T) {
 // (decoded in siw's layout); siw's to ours gets our Terminate and siw
 // reports a remote access error.
 func TestTerminates(t *testing.T) {
-	g := needGuest(t)
+	needGuest(t)
 	type tc struct {
 		name string
 		ours bool // the bad access is ours (else siw's)
@@ -392,6 +394,7 @@ func TestTerminates(t *testing.T) {
 	for _, tr := range transports {
 		for _, k := range cases {
 			t.Run(fmt.Sprintf("%s/%s", tr, k.name), func(t *testing.T) {
+				g := needGuest(t)
 				ctx := ctxT(t, time.Minute)
 				h := newHost(t, g, tr)
 				capt := startCapture(t, g)
@@ -460,9 +463,10 @@ func TestTerminates(t *testing.T) {
 // supported" (siw's Terminate: RDMAP Remote Operation, Unexpected OpCode,
 // in its own layout).
 func TestProbe(t *testing.T) {
-	g := needGuest(t)
+	needGuest(t)
 	for _, tr := range transports {
 		t.Run(string(tr), func(t *testing.T) {
+			g := needGuest(t)
 			ctx := ctxT(t, time.Minute)
 			h := newHost(t, g, tr)
 			capt := startCapture(t, g)

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 )
@@ -51,20 +52,42 @@ func boot() (err error) {
 // rebootAfter boots the shared guest anew when t ends: for cases that
 // leave the guest kernel broken.
 func rebootAfter(t *testing.T) {
-	t.Cleanup(func() {
-		guest.Close()
-		if err := boot(); err != nil {
-			t.Errorf("reboot the siw guest: %v", err)
-		}
-	})
+	t.Cleanup(func() { reboot(t) })
 }
 
+func reboot(t *testing.T) {
+	guest.Close()
+	if err := boot(); err != nil {
+		guest = nil
+		rebootErr = err
+		t.Errorf("reboot the siw guest: %v", err)
+	}
+}
+
+// rebootErr is why the guest could not be booted anew.
+var rebootErr error
+
 // needGuest skips the test when no guest could be booted for a reason
-// other than a failure.
+// other than a failure. A guest that stopped answering is booted anew
+// first (the case that found it so logged its post-mortem): one dead
+// guest fails one case, not every case after it.
 func needGuest(t *testing.T) *Guest {
 	t.Helper()
+	if rebootErr != nil {
+		t.Fatalf("no siw guest: booting it anew failed: %v", rebootErr)
+	}
 	if guest == nil {
 		t.Skipf("siw interop: %v", bootErr)
+	}
+	if guest.Dead() {
+		t.Logf("booting the siw guest anew after an earlier case's post-mortem")
+		reboot(t)
+	} else if err := guest.Alive(context.Background(), 20*time.Second); err != nil {
+		t.Logf("the siw guest stopped answering (%v): booting it anew; what became of it:\n%s", err, guest.PostMortem())
+		reboot(t)
+	}
+	if guest == nil {
+		t.FailNow()
 	}
 	return guest
 }
@@ -101,4 +124,33 @@ func TestDevinfo(t *testing.T) {
 		t.Fatalf("ibv_devinfo: %v", r)
 	}
 	t.Logf("%s", r.Stdout)
+}
+
+// TestPostMortem: a guest that stops answering (here its eth0 goes down)
+// gets a post-mortem that says what became of it, and the next case gets
+// a fresh guest.
+func TestPostMortem(t *testing.T) {
+	g := needGuest(t)
+	if _, err := g.Start(ctxT(t, time.Minute), Cmd{Args: []string{"sh", "-c", "sleep 1; ip link set eth0 down"}}); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(time.Minute)
+	var err error
+	for err == nil && time.Now().Before(deadline) {
+		time.Sleep(500 * time.Millisecond)
+		err = g.Alive(context.Background(), 5*time.Second)
+	}
+	if err == nil {
+		t.Fatal("the guest still answers with its eth0 down")
+	}
+	pm := g.PostMortem()
+	t.Logf("Alive: %v; post-mortem:\n%s", err, pm)
+	for _, want := range []string{"info status:\nVM status: running", "RIP=", "NMI received for unknown reason", "Kernel panic"} {
+		if !strings.Contains(pm, want) {
+			t.Errorf("the post-mortem lacks %q", want)
+		}
+	}
+	if g2 := needGuest(t); g2 == g || g2.Alive(context.Background(), 20*time.Second) != nil {
+		t.Fatalf("needGuest did not boot a fresh guest")
+	}
 }

@@ -14,7 +14,7 @@ import (
 // 2, CRC on and off, peer-to-peer with each RTR siw accepts, and markers
 // (siw refuses them: the refusal must be a clear reject).
 func TestMPA(t *testing.T) {
-	g := needGuest(t)
+	needGuest(t)
 	type tc struct {
 		name string
 		dir  string
@@ -43,6 +43,7 @@ func TestMPA(t *testing.T) {
 	for _, tr := range transports {
 		for _, c := range cases {
 			t.Run(fmt.Sprintf("%s/%s", tr, c.name), func(t *testing.T) {
+				g := needGuest(t)
 				ctx := ctxT(t, 2*time.Minute)
 				if c.siw != "" {
 					if err := g.LoadSiw(ctx, c.siw); err != nil {

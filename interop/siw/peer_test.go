@@ -64,7 +64,7 @@ func newHost(t *testing.T, g *Guest, tr transportKind) *host {
 			if r, err := g.Sh(ctx, "dmesg | tail -25"); err == nil {
 				t.Logf("guest dmesg:\n%s", r.Stdout)
 			} else {
-				t.Logf("guest agent: %v; console:\n%s", err, g.ConsoleTail(40))
+				t.Logf("guest agent: %v; what became of the guest (it is booted anew for the next case):\n%s", err, g.PostMortem())
 			}
 		}
 	})

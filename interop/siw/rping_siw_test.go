@@ -16,11 +16,12 @@ import (
 // (rping.go) in both roles, data verified on both sides (-V), on both
 // transports.
 func TestRping(t *testing.T) {
-	g := needGuest(t)
+	needGuest(t)
 	const count = 20
 	for _, tr := range transports {
 		for _, size := range []int{64, 4096} {
 			t.Run(fmt.Sprintf("%s/xrnic-client/%d", tr, size), func(t *testing.T) {
+				g := needGuest(t)
 				ctx := ctxT(t, 2*time.Minute)
 				h := newHost(t, g, tr)
 				capt := startCapture(t, g)
@@ -42,6 +43,7 @@ func TestRping(t *testing.T) {
 				capt.check(ctx, true, false)
 			})
 			t.Run(fmt.Sprintf("%s/xrnic-server/%d", tr, size), func(t *testing.T) {
+				g := needGuest(t)
 				ctx := ctxT(t, 2*time.Minute)
 				h := newHost(t, g, tr)
 				capt := startCapture(t, g)

@@ -18,6 +18,8 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"xrnic/internal/netns"
 )
 
@@ -66,11 +68,13 @@ type Guest struct {
 	Pcap      string // every frame of the guest's NIC (QEMU filter-dump, libpcap format)
 	Dir       string // artifacts: the prepared guest (rdma-core headers and libraries)
 
-	work   string
-	cmd    *exec.Cmd
-	exited chan struct{}
-	client *http.Client
-	log    func(string, ...any)
+	work    string
+	monitor string // QEMU's human monitor (a unix socket)
+	dead    bool   // PostMortem has run: the guest is to be booted anew
+	cmd     *exec.Cmd
+	exited  chan struct{}
+	client  *http.Client
+	log     func(string, ...any)
 }
 
 // NSPrefix names the namespaces guests use; stale ones of killed runs are
@@ -148,7 +152,8 @@ func Boot(ctx context.Context, o Options, extra func(dir string) (map[string]str
 		return nil, err
 	}
 	g := &Guest{Dir: dir, work: work, MTU: o.MTU, HostAddr: hostAddr, GuestAddr: guestAddr,
-		Tap: "tapsiw0", Console: filepath.Join(work, "console.log"), Pcap: filepath.Join(work, "nic.pcap"), log: o.Log, exited: make(chan struct{})}
+		Tap: "tapsiw0", Console: filepath.Join(work, "console.log"), Pcap: filepath.Join(work, "nic.pcap"), monitor: filepath.Join(work, "monitor.sock"),
+		log: o.Log, exited: make(chan struct{})}
 	ok := false
 	defer func() {
 		if !ok {
@@ -213,6 +218,8 @@ func Boot(ctx context.Context, o Options, extra func(dir string) (map[string]str
 		// Every frame of the guest's NIC, as QEMU sees it: also those an
 		// XDP program on the tap redirects past the host's packet taps.
 		"-object", "filter-dump,id=dump0,netdev=n0,file=" + g.Pcap,
+		// The human monitor, for PostMortem when the guest stops answering.
+		"-monitor", "unix:" + g.monitor + ",server=on,wait=off",
 	}
 	g.cmd = netns.Command(g.NS, qemu, args...)
 	// QEMU dies with us (a killed test leaves no guest): Pdeathsig fires
@@ -353,8 +360,136 @@ func (p *Proc) Kill(ctx context.Context) (Result, error) {
 	return p.g.post(ctx, fmt.Sprintf("/kill?id=%d", p.id), nil)
 }
 
+// Alive tells whether the guest still answers: QEMU runs and its agent
+// runs a command within timeout.
+func (g *Guest) Alive(ctx context.Context, timeout time.Duration) error {
+	select {
+	case <-g.exited:
+		return fmt.Errorf("qemu exited (%v): %s", g.cmd.ProcessState, strings.TrimSpace(g.readFile("qemu.log")))
+	default:
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	r, err := g.Run(ctx, Cmd{Args: []string{"sh", "-c", "true"}, Timeout: timeout})
+	if err != nil {
+		return fmt.Errorf("guest agent: %w", err)
+	}
+	if !r.OK() {
+		return fmt.Errorf("guest agent ran true: %v", r)
+	}
+	return nil
+}
+
+// PostMortem says what became of a guest that stopped answering, for the
+// log: whether QEMU still runs and where its vCPU is, the host side of
+// the tap (has the guest sent anything, is an XDP program attached), and
+// the guest kernel's own account: the agent makes an unknown NMI panic
+// (guest/), so the NMI sent here prints the backtrace of whatever the
+// guest was doing to the console. It leaves the guest dead: boot anew.
+func (g *Guest) PostMortem() string {
+	g.dead = true
+	var b strings.Builder
+	select {
+	case <-g.exited:
+		fmt.Fprintf(&b, "qemu exited (%v); qemu.log:\n%s\n", g.cmd.ProcessState, g.readFile("qemu.log"))
+	default:
+		for _, c := range []string{"info status", "info registers", "nmi"} {
+			out, err := g.hmp(c)
+			if err != nil {
+				out = err.Error()
+			}
+			if c == "info registers" { // the general registers; not FPU or vector
+				if i := strings.Index(out, "\nFCW="); i >= 0 {
+					out = out[:i]
+				}
+			}
+			fmt.Fprintf(&b, "qemu monitor, %s:\n%s\n", c, out)
+		}
+		// The panic's backtrace goes out on the emulated UART: give it time.
+		select {
+		case <-g.exited:
+		case <-time.After(5 * time.Second):
+		}
+	}
+	if g.NS != "" {
+		for _, args := range [][]string{{"-s", "link", "show", "dev", g.Tap}, {"neigh", "show", "dev", g.Tap}} {
+			out, err := exec.Command("ip", append([]string{"-n", g.NS}, args...)...).CombinedOutput()
+			fmt.Fprintf(&b, "ip %s: %s%v\n", strings.Join(args, " "), out, errOrEmpty(err))
+		}
+	}
+	fmt.Fprintf(&b, "console (last 60 lines):\n%s", g.ConsoleTail(60))
+	return b.String()
+}
+
+// Dead tells whether PostMortem has run on g.
+func (g *Guest) Dead() bool { return g.dead }
+
+func errOrEmpty(err error) any {
+	if err == nil {
+		return ""
+	}
+	return err
+}
+
+// hmp runs one human monitor command and returns its output.
+func (g *Guest) hmp(cmd string) (string, error) {
+	c, err := net.DialTimeout("unix", g.monitor, 2*time.Second)
+	if err != nil {
+		return "", err
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(5 * time.Second))
+	const prompt = "(qemu) "
+	until := func() (string, error) {
+		var out []byte
+		buf := make([]byte, 4096)
+		for !bytes.HasSuffix(out, []byte(prompt)) {
+			n, err := c.Read(buf)
+			out = append(out, buf[:n]...)
+			if err != nil {
+				return string(out), err
+			}
+		}
+		return string(out[:len(out)-len(prompt)]), nil
+	}
+	if _, err := until(); err != nil { // the banner
+		return "", err
+	}
+	if _, err := io.WriteString(c, cmd+"\n"); err != nil {
+		return "", err
+	}
+	out, err := until()
+	// The monitor echoes the command line (with terminal escapes) first.
+	if i := strings.IndexByte(out, '\n'); i >= 0 {
+		out = out[i+1:]
+	}
+	return strings.TrimSpace(out), err
+}
+
+// forgetFrames gives back the disk space of Pcap's frames before offset
+// end (a hole; QEMU's offsets stay).
+func (g *Guest) forgetFrames(end int64) error {
+	const page = 4096
+	from, to := int64(page), end&^(page-1) // the first page holds the pcap header
+	if to <= from {
+		return nil
+	}
+	f, err := os.OpenFile(g.Pcap, os.O_WRONLY, 0)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if err := unix.Fallocate(int(f.Fd()), unix.FALLOC_FL_PUNCH_HOLE|unix.FALLOC_FL_KEEP_SIZE, from, to-from); err != nil {
+		return fmt.Errorf("punch a hole into %s: %w", g.Pcap, err)
+	}
+	return nil
+}
+
 // Close stops the guest and removes its namespace, tap and files.
 func (g *Guest) Close() error {
+	if g == nil {
+		return nil
+	}
 	if g.cmd != nil && g.cmd.Process != nil {
 		g.cmd.Process.Kill()
 	}
