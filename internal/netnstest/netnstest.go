@@ -13,9 +13,10 @@ import (
 	"testing"
 
 	"xrnic/internal/netns"
+	"xrnic/internal/require"
 )
 
-// RequireRoot skips the test unless it runs as root with iproute2 and, when
+// RequireRoot skips the test (fails it under CI: package require) unless it runs as root with iproute2 and, when
 // xdp is set, AF_XDP sockets.
 func RequireRoot(t testing.TB, xdp bool) {
 	t.Helper()
@@ -30,7 +31,7 @@ func RequireRoot(t testing.TB, xdp bool) {
 		}
 		msg += " (CI runs it as root)"
 	}
-	t.Skip(msg)
+	require.Unavailable(t, "%s", msg)
 }
 
 // IP runs the ip command and fails the test with its output on error.
