@@ -334,6 +334,13 @@ func (c *Conn) Debug() string {
 		c.irs.Size(c.rcvNxt), c.irs.Size(c.rcvAdv), c.readyBytes, c.rdLen, len(c.ooo), c.oooBytes, c.ackPending, timer(c.delackAt))
 }
 
+// RTO returns the current retransmission timeout (RFC 6298, with backoff).
+func (c *Conn) RTO() time.Duration { return c.rto }
+
+// Unacked returns the bytes sent and not yet acknowledged (a FIN counts
+// one).
+func (c *Conn) Unacked() int { return int(c.sndUna.Size(c.sndMax)) }
+
 // FreeSegments returns how many more segments may be queued for sending.
 func (c *Conn) FreeSegments() int { return len(c.sq) - 1 - c.sqLen }
 

@@ -391,6 +391,11 @@ func (s *Stack) Poll() time.Duration {
 	return s.timers.next()
 }
 
+// NextTimer returns the time (on the stack's Clock) of the earliest armed
+// timer, or NoDeadline. Unlike Poll's result it includes what calls made
+// after the Poll armed (a Flush that sent data arms the RTO).
+func (s *Stack) NextTimer() time.Duration { return s.timers.next() }
+
 // Flush transmits what connection calls queued (Poll does it too).
 func (s *Stack) Flush() {
 	s.now = s.clock.Now()

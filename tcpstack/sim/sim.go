@@ -59,6 +59,10 @@ type Net struct {
 	Faults Faults
 	// Capture, if set, sees every frame as it is delivered (after faults).
 	Capture func(t time.Duration, frame []byte)
+	// Drop, if set, sees every frame end from sends and loses it when it
+	// returns true: a chosen loss (the tail of a burst, a final ACK) for
+	// tests that need one exactly.
+	Drop func(from int, frame []byte) bool
 
 	rng       *rand.Rand
 	links     [2]*Link
@@ -150,7 +154,7 @@ func (n *Net) send(from int, b []byte) {
 	f := &n.Faults
 	n.Sent++
 	now := n.Clock.Now()
-	if n.down(now) || (f.Loss > 0 && n.rng.Float64() < f.Loss) {
+	if n.down(now) || (f.Loss > 0 && n.rng.Float64() < f.Loss) || (n.Drop != nil && n.Drop(from, b)) {
 		n.Lost++
 		return
 	}

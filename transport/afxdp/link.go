@@ -44,6 +44,11 @@ type xskLink struct {
 	big     [][]byte // free reassembly buffers
 	cur     []byte   // the run being reassembled (nil: none)
 	dropRun bool     // the run being received is dropped
+
+	// lose, when set (tests only), loses the frames it returns true for:
+	// received ones before the stack sees them, transmitted ones before
+	// they reach the TX ring (counted as sent, as a loss on the wire).
+	lose func(frame []byte, tx bool) bool
 }
 
 func newXSKLink(s *xsk.Socket, base []byte, reserve, maxLen, chunk int) *xskLink {
@@ -57,7 +62,12 @@ func (k *xskLink) RecvBatch(frames [][]byte) int {
 	j := 0
 	for _, d := range k.rxd[:n] {
 		if !d.More() && k.cur == nil && !k.dropRun {
-			frames[j] = k.sock.Frame(d)
+			f := k.sock.Frame(d)
+			if k.lose != nil && k.lose(f, false) {
+				k.freed = append(k.freed, d)
+				continue
+			}
+			frames[j] = f
 			j++
 			continue
 		}
@@ -115,8 +125,19 @@ func (k *xskLink) Release(frame []byte) {
 
 // SendBatch implements tcpstack.Link.
 func (k *xskLink) SendBatch(frames [][]byte) int {
+	lost := 0
+	if k.lose != nil {
+		j := 0
+		for _, f := range frames {
+			if !k.lose(f, true) {
+				frames[j] = f
+				j++
+			}
+		}
+		lost, frames = len(frames)-j, frames[:j]
+	}
 	if k.sg {
-		return k.sendSG(frames)
+		return lost + k.sendSG(frames)
 	}
 	sent := 0
 	for len(frames) > 0 {
@@ -146,7 +167,7 @@ func (k *xskLink) SendBatch(frames [][]byte) int {
 			break
 		}
 	}
-	return sent
+	return lost + sent
 }
 
 // sendSG is SendBatch on a multi-buffer socket: frames longer than a chunk

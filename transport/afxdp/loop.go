@@ -529,6 +529,11 @@ func (l *pollLoop) iterate() bool {
 	if l.runKicks() > 0 {
 		work = true
 	}
+	if work {
+		// Framing can take a while (milliseconds under load): the
+		// stack's timers and RTT samples want the time of its Poll.
+		q.clk.update()
+	}
 	if q.pollStack() {
 		work = true
 	}

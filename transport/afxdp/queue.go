@@ -17,8 +17,7 @@ type xdpQueue struct {
 	link  *xskLink
 	stack *tcpstack.Stack
 	clock tcpstack.Clock
-	clk   *loopClock    // clock, updated by the poll loop
-	next  time.Duration // the stack's next timer
+	clk   *loopClock // clock, updated by the poll loop
 
 	conns   map[*tcpstack.Conn]*xconn
 	lns     map[uint16]*listener
@@ -45,7 +44,7 @@ type connEvent struct {
 func (x *Transport) newQueue(l *pollLoop, s *xsk.Socket) error {
 	clk := newLoopClock()
 	q := &xdpQueue{x: x, l: l, sock: s, clock: clk, clk: clk, conns: map[*tcpstack.Conn]*xconn{},
-		lns: map[uint16]*listener{}, views: make([][]byte, 0, 64), next: tcpstack.NoDeadline, sweepAt: tcpstack.NoDeadline}
+		lns: map[uint16]*listener{}, views: make([][]byte, 0, 64), sweepAt: tcpstack.NoDeadline}
 	q.link = newXSKLink(s, x.umem.Bytes(), min(txReserve, x.cfg.Frames/3), x.mtu+eth.HeaderLen, x.umem.FrameSize())
 	st, err := tcpstack.New(tcpstack.Config{
 		Link: q.link, Clock: q.clock, MAC: x.mac, Addr: x.addr, MTU: x.mtu,
@@ -70,16 +69,22 @@ func (x *Transport) newQueue(l *pollLoop, s *xsk.Socket) error {
 
 // timeoutMS is the poll(2) timeout until the next timer, or 1 ms while a
 // busy kernel left frames on the TX ring (nothing else would retry them
-// before the next timer: an RTO, with backoff).
+// before the next timer: an RTO, with backoff). It reads the stack's
+// timers as they are now, not as the iteration's Poll left them (what the
+// iteration sent after its Poll armed the RTO), and the clock afresh (an
+// iteration that framed for a long while began long ago): a sleep that
+// outlasts an armed timer stalls a connection whose last segment or ACK
+// was lost, for good, since nothing else will wake the loop.
 func (q *xdpQueue) timeoutMS() int {
-	next := min(q.next, q.sweepAt)
+	now := q.clk.update()
+	next := min(q.stack.NextTimer(), q.sweepAt)
 	if q.link.txQueued > 0 {
-		next = min(next, q.clock.Now()+time.Millisecond)
+		next = min(next, now+time.Millisecond)
 	}
 	if next == tcpstack.NoDeadline {
 		return -1
 	}
-	d := next - q.clock.Now()
+	d := next - now
 	if d <= 0 {
 		return 0
 	}
@@ -90,7 +95,7 @@ func (q *xdpQueue) timeoutMS() int {
 // anything happened.
 func (q *xdpQueue) pollStack() bool {
 	q.link.rxCount = 0
-	q.next = q.stack.Poll()
+	q.stack.Poll()
 	work := q.link.rxCount > 0 || len(q.events) > 0
 	for i := range q.events {
 		e := q.events[i]
