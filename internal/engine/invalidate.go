@@ -1,5 +1,7 @@
 package engine
 
+import "sync/atomic"
+
 // Invalidation waits for placement in flight (RFC 5041 §8.3.1, RFC 5042
 // §5.2): after a Local Invalidate completes, or a receive reports a
 // remote invalidation, no placement into that STag may still be running on
@@ -47,7 +49,7 @@ func (qp *QP) releaseHeld() {
 	qp.mu.Unlock()
 }
 
-// placeHook, when set (tests only, before any traffic), runs between an
-// RDMA Write's access check and its copy, to widen the window in which an
-// invalidation must wait.
-var placeHook func()
+// placeHook, when set (tests only), runs between an RDMA Write's access
+// check and its copy, to widen the window in which an invalidation must
+// wait. Atomic: receive goroutines of earlier tests may still run.
+var placeHook atomic.Pointer[func()]

@@ -138,8 +138,9 @@ func (r *invRig) stable(t *testing.T) {
 // slowPlacement widens each Write's window between its access check and
 // its copy, so a placement is in flight when the invalidation happens.
 func slowPlacement(t *testing.T) {
-	placeHook = func() { time.Sleep(20 * time.Millisecond) }
-	t.Cleanup(func() { placeHook = nil })
+	hook := func() { time.Sleep(20 * time.Millisecond) }
+	placeHook.Store(&hook)
+	t.Cleanup(func() { placeHook.Store(nil) })
 }
 
 // TestLocalInvalidateWaitsForPlacement: a Local Invalidate completes only

@@ -353,8 +353,8 @@ func (qp *QP) rxWrite(seg ddp.Segment, pl []byte) *term.Error {
 		if e != nil {
 			return e
 		}
-		if placeHook != nil {
-			placeHook()
+		if h := placeHook.Load(); h != nil {
+			(*h)()
 		}
 		copy(w, pl)
 	}

@@ -76,12 +76,19 @@ func Command(ns, name string, args ...string) *exec.Cmd {
 	return CommandContext(context.Background(), ns, name, args...)
 }
 
-// CommandContext is Command with a context (exec.CommandContext).
+// CommandContext is Command with a context (exec.CommandContext). The
+// child is killed when the thread that started it dies (Pdeathsig): a test
+// binary killed by go test's -timeout leaves no daemon, peer or capture
+// behind to slow or fail the next package.
 func CommandContext(ctx context.Context, ns, name string, args ...string) *exec.Cmd {
+	var cmd *exec.Cmd
 	if ns == "" {
-		return exec.CommandContext(ctx, name, args...)
+		cmd = exec.CommandContext(ctx, name, args...)
+	} else {
+		cmd = exec.CommandContext(ctx, "ip", append([]string{"netns", "exec", ns, name}, args...)...)
 	}
-	return exec.CommandContext(ctx, "ip", append([]string{"netns", "exec", ns, name}, args...)...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	return cmd
 }
 
 // Do runs f on the calling goroutine with its OS thread switched into
