@@ -69,7 +69,7 @@ var (
 	descCheckFails = desc("xrnic_memory_check_failures_total", "Remote memory accesses refused by the STag check, by access kind and reason.", "access", "reason")
 	descTerms      = desc("xrnic_terminates_total", "Terminate messages by direction (tx: sent, rx: received), layer, error type, error code (as on the wire) and reason; every predeclared error has a series.", "direction", "layer", "type", "code", "reason")
 	descMPA        = desc("xrnic_mpa_negotiations_total", "Incoming MPA connection setups by outcome.", "outcome")
-	descRefused    = desc("xrnic_connections_refused_total", "TCP connections reset before MPA: the peer is not in the --allow list, or --max-setup / --max-setup-per-peer connections are already in MPA setup.")
+	descRefused    = desc("xrnic_connections_refused_total", "TCP connections reset before MPA: the peer is not in the --allow list, or --max-setup / --max-setup-per-peer connections are already in MPA setup (the oldest without a Request is evicted for a new one; counted here too).")
 	descQPs        = desc("xrnic_qps", "QPs of the daemon by state.", "state")
 	descRegBytes   = desc("xrnic_registered_memory_bytes", "Bytes of the daemon's remotely accessible regions by page size.", "page_size")
 	descRegions    = desc("xrnic_memory_regions", "Live memory registrations (STags) of the device.")

@@ -119,6 +119,13 @@ const (
 	DriveWork
 )
 
+// Pender is a Conn that can tell, without reading, whether received bytes
+// wait to be read: a listener that must evict a connection in setup keeps
+// the ones whose MPA Request has arrived.
+type Pender interface {
+	Pending() bool
+}
+
 // Aborter is a Conn that can be closed at once with a reset (TCP RST), for
 // connections refused before anything is read.
 type Aborter interface {

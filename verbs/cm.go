@@ -111,11 +111,16 @@ type ListenConfig struct {
 	Admit func(remote net.Addr) bool
 	// MaxSetup bounds the connections in MPA setup (Request being read,
 	// or waiting for Accept), default 1024; MaxSetupPerPeer bounds them
-	// per peer IP address, default 256. The newest connection over a bound is
-	// reset.
+	// per peer IP address, default 256. A connection over a bound evicts
+	// (resets) the oldest one still sending no Request, from its own
+	// address (over MaxSetupPerPeer) or the address holding the most (over
+	// MaxSetup); only when all of those sent valid Requests is the newest
+	// reset instead. A flood from an address so evicts its own connections
+	// and not a client's behind the same address.
 	MaxSetup, MaxSetupPerPeer int
 	// OnSetupError, when set, hears of each connection that did not become
-	// a Request: ErrRefused (Admit), ErrSetupFull (a bound), a malformed,
+	// a Request: ErrRefused (Admit), ErrSetupFull (a bound), ErrSetupEvicted
+	// (a newer connection took its slot), a malformed,
 	// silent or late Request, or a failed accept (remote nil). It is
 	// called from the listener's goroutines and must not block.
 	OnSetupError func(remote net.Addr, err error)
@@ -124,7 +129,8 @@ type ListenConfig struct {
 // ListenerStats count the connections a Listener turned away.
 type ListenerStats struct {
 	Refused   uint64 // by ListenConfig.Admit
-	Overflow  uint64 // over MaxSetup or MaxSetupPerPeer
+	Overflow  uint64 // over MaxSetup or MaxSetupPerPeer, nothing to evict
+	Evicted   uint64 // reset in setup for a newer connection
 	Malformed uint64 // bad, silent or late MPA Requests
 	InSetup   int    // connections in MPA setup now
 }

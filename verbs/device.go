@@ -33,10 +33,11 @@ var (
 	ErrAlreadyInUse  = rnic.ErrAlreadyInUse
 	ErrNoAtomics     = rnic.ErrNoAtomics
 	ErrRejected      = errors.New("verbs: connection rejected by the peer")
-	ErrRefused       = engine.ErrRefused    // ListenConfig.Admit refused the peer
-	ErrSetupFull     = engine.ErrSetupFull  // a ListenConfig bound was reached
-	ErrNoMPAReply    = engine.ErrNoMPAReply // Dial: the peer closed, sent no MPA Reply key, or was silent (not an iWARP endpoint?)
-	ErrPeerClosed    = engine.ErrPeerClosed // QP.Disconnected: the peer closed in order (a disconnect, not an error)
+	ErrRefused       = engine.ErrRefused      // ListenConfig.Admit refused the peer
+	ErrSetupFull     = engine.ErrSetupFull    // a ListenConfig bound was reached
+	ErrSetupEvicted  = engine.ErrSetupEvicted // a newer connection from the same peer took the setup slot
+	ErrNoMPAReply    = engine.ErrNoMPAReply   // Dial: the peer closed, sent no MPA Reply key, or was silent (not an iWARP endpoint?)
+	ErrPeerClosed    = engine.ErrPeerClosed   // QP.Disconnected: the peer closed in order (a disconnect, not an error)
 	ErrAccessLocalWr = errors.New("verbs: remote write and remote atomic access require AccessLocalWrite (as in ibv_reg_mr)")
 
 	// Open errors of the "afxdp" transport (wrapped with the details and

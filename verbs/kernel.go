@@ -325,7 +325,7 @@ func (l *kernelListener) accept(ctx context.Context) (connReqImpl, ConnRequestIn
 func (l *kernelListener) addr() net.Addr { return l.l.Addr() }
 func (l *kernelListener) stats() ListenerStats {
 	s := l.l.Stats()
-	return ListenerStats{Refused: s.Refused, Overflow: s.Overflow, Malformed: s.Malformed, InSetup: s.InSetup}
+	return ListenerStats{Refused: s.Refused, Overflow: s.Overflow, Evicted: s.Evicted, Malformed: s.Malformed, InSetup: s.InSetup}
 }
 func (l *kernelListener) close() error { return l.l.Close() }
 

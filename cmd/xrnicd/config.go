@@ -141,8 +141,8 @@ func newFlagSet(c *config, out io.Writer) *pflag.FlagSet {
 	fs.IntVar(&c.RequiredORD, "required-ord", 0, "smallest initiator IRD accepted (RFC 6581 §9.1); below it the connection is refused")
 	fs.IntVar(&c.MaxQPs, "max-qps", 1024, "most QPs (connections) at a time")
 	fs.IntVar(&c.MaxQPsPerPeer, "max-qps-per-peer", 0, "most QPs at a time from one peer IP address (0: no limit but --max-qps)")
-	fs.IntVar(&c.MaxSetup, "max-setup", 1024, "most connections in MPA setup at a time (Request being read or waiting to be served); the newest over it is reset and counted as refused")
-	fs.IntVar(&c.MaxSetupPeer, "max-setup-per-peer", 256, "most connections in MPA setup at a time from one peer IP address (the newest over it is reset)")
+	fs.IntVar(&c.MaxSetup, "max-setup", 1024, "most connections in MPA setup at a time (Request being read or waiting to be served); a new one over it evicts the oldest still without a Request, from the address holding the most (counted as refused)")
+	fs.IntVar(&c.MaxSetupPeer, "max-setup-per-peer", 256, "most connections in MPA setup at a time from one peer IP address (a new one over it evicts the oldest still without a Request)")
 	fs.IntVar(&c.MaxORD, "max-ord", 128, "outbound Reads+Atomics per QP (ORD)")
 	fs.IntVar(&c.MaxIRD, "max-ird", 128, "inbound Reads+Atomics per QP (IRD)")
 	fs.Var(listFlag{set: func(s string) error {

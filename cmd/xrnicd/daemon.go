@@ -424,7 +424,11 @@ func (d *daemon) setupFailed(remote net.Addr, err error) {
 		d.rlog.Log(slog.LevelInfo, "mpa-refused-allow", "connection refused by --allow", "peer", addrString(remote))
 	case errors.Is(err, verbs.ErrSetupFull):
 		d.state.CountRefused()
-		d.rlog.Log(slog.LevelWarn, "mpa-setup-full", "connection refused: too many connections in MPA setup",
+		d.rlog.Log(slog.LevelWarn, "mpa-setup-full", "connection refused: too many connections in MPA setup, all with valid Requests",
+			"peer", addrString(remote), "max_setup", d.cfg.MaxSetup, "max_setup_per_peer", d.cfg.MaxSetupPeer)
+	case errors.Is(err, verbs.ErrSetupEvicted):
+		d.state.CountRefused()
+		d.rlog.Log(slog.LevelWarn, "mpa-setup-evicted", "connection reset in MPA setup: a newer connection took its slot (no Request yet)",
 			"peer", addrString(remote), "max_setup", d.cfg.MaxSetup, "max_setup_per_peer", d.cfg.MaxSetupPeer)
 	case remote == nil:
 		d.mpaStats.CountAcceptError()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"os"
 	"sync"
 	"syscall"
 	"testing"
@@ -112,30 +113,94 @@ func TestListenerAdmitBeforeRead(t *testing.T) {
 	}
 }
 
-// TestListenerPerPeerBound: connections over MaxSetupPerPeer are reset and
-// counted while the ones in setup stay; once those end, the peer gets in.
-func TestListenerPerPeerBound(t *testing.T) {
-	_, ln := listenFor(t, ListenConfig{MaxSetupPerPeer: 2})
+// TestListenerPerPeerEviction: a connection over MaxSetupPerPeer evicts
+// the oldest connection of its address still sending no Request, so a
+// client behind the address of a flood (a NAT, the same host) gets in; the
+// evicted connection is reset, counted and reported, the others stay.
+func TestListenerPerPeerEviction(t *testing.T) {
+	var mu sync.Mutex
+	var reported []error
+	d, ln := listenFor(t, ListenConfig{MaxSetupPerPeer: 2, OnSetupError: func(_ net.Addr, err error) {
+		mu.Lock()
+		reported = append(reported, err)
+		mu.Unlock()
+	}})
 	var conns []net.Conn
 	for range 2 {
 		c, err := net.Dial("tcp", ln.Addr().String())
 		if err != nil {
 			t.Fatal(err)
 		}
+		defer c.Close()
 		conns = append(conns, c)
+		waitInSetup(t, ln, len(conns)) // in this order: conns[0] is the oldest
 	}
-	waitInSetup(t, ln, 2)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	errc := make(chan error, 1)
+	go func() { errc <- acceptOne(ctx, d, ln) }()
+	cli := newSide(t, 64, QPAttr{})
+	if err := cli.qp.Connect(ctx, ln.Addr().String(), ConnParams{}); err != nil {
+		t.Fatalf("client over the per-peer bound: %v", err)
+	}
+	if err := <-errc; err != nil {
+		t.Fatalf("accept: %v", err)
+	}
+	conns[0].SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := conns[0].Read(make([]byte, 1)); !errors.Is(err, syscall.ECONNRESET) {
+		t.Errorf("oldest silent connection: %v, want a reset", err)
+	}
+	conns[1].SetReadDeadline(time.Now().Add(100 * time.Millisecond))
+	if _, err := conns[1].Read(make([]byte, 1)); !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Errorf("newer silent connection: %v, want it still waiting in setup", err)
+	}
+	if st := ln.Stats(); st.Evicted != 1 || st.Overflow != 0 || st.InSetup != 1 {
+		t.Errorf("stats %+v, want 1 evicted, none refused, 1 in setup", st)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(reported) != 1 || !errors.Is(reported[0], ErrSetupEvicted) {
+		t.Errorf("reported %v, want one ErrSetupEvicted", reported)
+	}
+}
+
+// TestListenerPerPeerBoundAllValid: when every connection of an address
+// over MaxSetupPerPeer has sent a valid Request (waiting for Accept),
+// nothing is evicted: the newest is reset and counted, and once the
+// Requests are taken the address gets in again.
+func TestListenerPerPeerBoundAllValid(t *testing.T) {
+	d, ln := listenFor(t, ListenConfig{MaxSetupPerPeer: 2})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	connected := make(chan error, 2)
+	for range 2 {
+		cli := newSide(t, 64, QPAttr{})
+		go func() { connected <- cli.qp.Connect(ctx, ln.Addr().String(), ConnParams{}) }()
+	}
+	for deadline := time.Now().Add(10 * time.Second); len(ln.ready) < 2; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d valid Requests waiting, want 2 (stats %+v)", len(ln.ready), ln.Stats())
+		}
+	}
 	expectReset(t, ln.Addr().String())
-	if st := ln.Stats(); st.Overflow != 1 || st.InSetup != 2 {
-		t.Fatalf("stats %+v", st)
+	if st := ln.Stats(); st.Overflow != 1 || st.Evicted != 0 || st.InSetup != 2 {
+		t.Fatalf("stats %+v, want 1 refused, none evicted, 2 in setup", st)
 	}
-	for _, c := range conns {
-		c.Close() // EOF instead of a Request: malformed, slot released
+	for range 2 {
+		if err := acceptOne(ctx, d, ln); err != nil {
+			t.Fatalf("accept: %v", err)
+		}
+		if err := <-connected; err != nil {
+			t.Fatalf("connect: %v", err)
+		}
 	}
 	waitInSetup(t, ln, 0)
-	if st := ln.Stats(); st.Malformed != 2 {
-		t.Fatalf("stats %+v", st)
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
 	}
+	defer c.Close()
+	waitInSetup(t, ln, 1)
 }
 
 // expectReset connects to addr and wants the connection reset, not

@@ -371,6 +371,13 @@ func (x *xconn) Read(p []byte) (int, error) {
 	}
 }
 
+// Pending reports whether received bytes wait for Read (transport.Pender).
+func (x *xconn) Pending() bool {
+	x.rmu.Lock()
+	defer x.rmu.Unlock()
+	return len(x.rbuf) > 0
+}
+
 func (x *xconn) Write(p []byte) (int, error) {
 	var err error
 	if lerr := x.q.l.do(func() {

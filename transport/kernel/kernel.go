@@ -8,6 +8,8 @@ import (
 	"net"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"xrnic/transport"
 )
 
@@ -110,6 +112,19 @@ func (t *tcpConn) Abort() error {
 }
 
 var _ transport.Aborter = (*tcpConn)(nil)
+
+// Pending reports whether the socket's receive queue holds bytes
+// (SIOCINQ); false when it cannot be read.
+func (t *tcpConn) Pending() bool {
+	if t.tw.rc == nil {
+		return false
+	}
+	n := 0
+	t.tw.rc.Control(func(fd uintptr) { n, _ = unix.IoctlGetInt(int(fd), unix.SIOCINQ) })
+	return n > 0
+}
+
+var _ transport.Pender = (*tcpConn)(nil)
 
 // netConn adapts any net.Conn (CloseWrite when the conn has it).
 type netConn struct {
