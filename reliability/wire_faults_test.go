@@ -47,9 +47,10 @@ import (
 // exactly 0..N-1 (an atomic executed twice or lost would break that).
 // At the byte-flip level the receivers' TCP checksum counters must have
 // caught frames. At the swap level (two 16-bit words swapped: the TCP
-// checksum stays valid) the MPA CRC must catch them: a QP may then fail,
-// but only with an MPA CRC error, every WR still completes exactly once
-// (successes are exact), and no word from a corrupted frame is placed.
+// checksum stays valid) MPA must catch them: a QP may then fail, but only
+// by the engine's own error at one end (see wfCaught), told to the other
+// by its Terminate; every WR still completes exactly once (successes are
+// exact), and no word from a corrupted frame is placed.
 //
 // CI runs 4 QPs x 2,500 FetchAdds per level; XRNIC_LONG=1 (or -long)
 // runs 4 x 25,000. Every level logs one row of the table: completion
@@ -135,21 +136,45 @@ type wfClient struct {
 	ok     [wfKinds]int
 	posted int
 	failed error // the QP's error, if it failed
-	// stallAfter: at the swap level, a QP whose WRs make no progress for
-	// this long is closed and counted as stalled (see errStalled).
-	stallAfter time.Duration
 }
 
-// errStalled: a swap that lands on an MPA ULPDU_Length field (the TCP
-// checksum stays valid) can announce an FPDU longer than what was sent;
-// the receiver then waits for bytes that only arrive if the peer sends
-// more, and MPA has no way to tell (no markers negotiated). When the peer
-// is idle waiting for answers the QP stalls instead of failing with a CRC
-// error. The test closes such a QP (every WR then completes, flushed) and
-// still requires that nothing was placed. Known limitation, to be closed
-// by bounding ULPDU_Length by the MULPDU of the MSS we advertised and a
-// partial-FPDU stall timer.
-var errStalled = errors.New("stalled on a corrupted frame (no progress)")
+// wfFPDUTimeout is the engines' partial-FPDU timer (Config.FPDUTimeout):
+// well under wfHang, so that a stream stalled by a swapped ULPDU_Length
+// ends by the engine's Terminate, never by the test's deadline. The
+// request timer (Config.RequestTimeout) is set beyond wfHang: it must not
+// end a stall in the timer's place, and a Stalled QP is then the timer's.
+const (
+	wfFPDUTimeout = 5 * time.Second
+	wfHang        = 60 * time.Second // no completion for this long: a hang
+)
+
+// wfCaught says how an end's engine itself caught a swapped frame, by
+// the Terminate it sent, or "" (none, or not for a swap):
+//   - "CRC": the MPA CRC (Terminate LLP 2/0/0x02; RFC 5044 §4.4;
+//     docs/spec/mpa.md#crc);
+//   - "ULPDU_Length": a ULPDU_Length over the MULPDU of the MSS the end
+//     advertised, refused at once (2/0/0x05; RFC 5044 §5.1;
+//     docs/spec/mpa.md#mulpdu; engine cm.go maxULPDU);
+//   - "stall": a ULPDU_Length within that bound but longer than what was
+//     sent, so the partial FPDU never completed and the partial-FPDU timer
+//     ended the QP (2/0/0x01, Stats.Stalled; engine watchdog.go).
+func wfCaught(qp *engine.QP) string {
+	st := qp.Stats()
+	for _, tc := range st.TermsSent {
+		switch {
+		case errors.Is(tc.Err, term.MPACRCError):
+			return "CRC"
+		case errors.Is(tc.Err, term.MPALocalCatastrophic):
+			return "ULPDU_Length"
+		case errors.Is(tc.Err, term.MPAConnectionLost) && st.Stalled > 0:
+			return "stall"
+		}
+	}
+	return ""
+}
+
+// errHang: a client QP got no completion for wfHang.
+var errHang = errors.New("hang")
 
 type wfServer struct {
 	qp       *engine.QP
@@ -241,7 +266,7 @@ func wfOpen(t *testing.T, e *wireEnv, tr string) (a, b *engine.Device) {
 			// every frame from the wire; veth's native XDP runs on them.
 			x = &afxdp.Config{Iface: dev, Mode: "native"}
 		}
-		return openEngine(t, ns, engine.Config{ConnTimeout: 10 * time.Second}, x)
+		return openEngine(t, ns, engine.Config{ConnTimeout: 10 * time.Second, FPDUTimeout: wfFPDUTimeout, RequestTimeout: 2 * wfHang}, x)
 	}
 	return open(e.nsA, e.devA), open(e.nsB, e.devB)
 }
@@ -334,10 +359,7 @@ func wfRun(t *testing.T, e *wireEnv, tr string, a, b *engine.Device, lv wfLevel,
 			}
 		}
 		srv[q] = s
-		c := &wfClient{origs: make([]uint64, 0, nFA), stallAfter: 60 * time.Second}
-		if lv.swap {
-			c.stallAfter = 10 * time.Second
-		}
+		c := &wfClient{origs: make([]uint64, 0, nFA)}
 		cpd := b.AllocPD()
 		c.buf = make([]byte, 2*wfSlots*wfWriteSz+wfSlots*wfSendSz+64*8)
 		if c.mr, err = b.RegMR(c.buf, mem.MROptions{PD: cpd, Access: mem.LocalWrite}); err != nil {
@@ -449,15 +471,41 @@ func wfRun(t *testing.T, e *wireEnv, tr string, a, b *engine.Device, lv wfLevel,
 			}
 		}
 		cancel()
-		for _, x := range []*term.Error{s.qp.Err(), cli[q].qp.Err()} {
-			if x == nil {
-				continue
+		if lv.swap {
+			// A failed pair: one end's engine caught the swap, and the
+			// other end caught one too or was told by its Terminate.
+			caught := map[string]string{}
+			for end, qp := range map[string]*engine.QP{"server": s.qp, "client": cli[q].qp} {
+				if how := wfCaught(qp); how != "" {
+					caught[end] = how
+				} else if x := qp.Err(); x != nil && !errors.Is(x, qp.PeerTerminate()) {
+					t.Errorf("QP pair %d: %s: %v, not caught by MPA nor told by the peer's Terminate (%v)", q, end, x, qp.PeerTerminate())
+				} else if failed && x == nil {
+					t.Errorf("QP pair %d failed, but the %s QP is not in error: no Terminate reached it", q, end)
+				}
 			}
-			if errors.Is(x, term.MPACRCError) {
-				r.termsCRC++
-			} else {
-				r.termsOther++
-				t.Errorf("QP pair %d: %v", q, x)
+			for _, how := range caught {
+				if how == "CRC" {
+					r.termsCRC++
+				} else {
+					r.termsOther++
+				}
+			}
+			if errors.Is(cli[q].failed, errHang) {
+				t.Errorf("QP %d: %v: a stalled stream must end by the engine's Terminate within the partial-FPDU timer (%v)", q, cli[q].failed, wfFPDUTimeout)
+			} else if failed && len(caught) == 0 {
+				t.Errorf("QP %d failed (%v), but neither end's MPA caught a swap: server %v, client %v (Terminates received: %v, %v)",
+					q, cli[q].failed, s.qp.Err(), cli[q].qp.Err(), s.qp.PeerTerminate(), cli[q].qp.PeerTerminate())
+			}
+			if len(caught) > 0 {
+				t.Logf("QP pair %d: caught by %v", q, caught)
+			}
+		} else {
+			for _, x := range []*term.Error{s.qp.Err(), cli[q].qp.Err()} {
+				if x != nil {
+					r.termsOther++
+					t.Errorf("QP pair %d: %v", q, x)
+				}
 			}
 		}
 		// Slots: each ends with its last write; after a failure, only
@@ -521,18 +569,9 @@ func wfRun(t *testing.T, e *wireEnv, tr string, a, b *engine.Device, lv wfLevel,
 		}
 		// Nothing else is lost at this level, so every swapped frame
 		// carried fresh MPA data (payload-less frames count as
-		// SwapNoop) and must have failed its QP.
-		if sw := r.wire[0].Swapped + r.wire[1].Swapped; sw > 0 && (r.qpsFailed == 0 || r.termsCRC == 0) || uint64(r.qpsFailed) > sw {
-			t.Errorf("%d frames swapped, %d QPs failed, %d MPA CRC errors", sw, r.qpsFailed, r.termsCRC)
-		}
-		for q, c := range cli {
-			if errors.Is(c.failed, errStalled) {
-				t.Logf("QP %d: %v (known limitation, see errStalled); nothing placed is checked below", q, c.failed)
-				continue
-			}
-			if c.failed != nil && !errors.Is(termOf(c.qp), term.MPACRCError) && !errors.Is(termOf(srv[q].qp), term.MPACRCError) {
-				t.Errorf("QP %d failed without an MPA CRC error at either end: client %v (%v), server %v", q, c.failed, termOf(c.qp), termOf(srv[q].qp))
-			}
+		// SwapNoop) and must have failed its QP, caught by MPA (above).
+		if sw := r.wire[0].Swapped + r.wire[1].Swapped; sw > 0 && (r.qpsFailed == 0 || r.termsCRC+r.termsOther == 0) || uint64(r.qpsFailed) > sw {
+			t.Errorf("%d frames swapped, %d QPs failed, %d caught by the MPA CRC, %d otherwise", sw, r.qpsFailed, r.termsCRC, r.termsOther)
 		}
 	} else if lo != uint64(wfQPs*nFA) || len(origs) != wfQPs*nFA {
 		t.Errorf("counter %d, %d originals: want %d", lo, len(origs), wfQPs*nFA)
@@ -681,19 +720,12 @@ func (c *wfClient) run(q, nFA int, rstag uint32, rbase uint64, nSends int) {
 		}
 		n := c.cq.Poll(wc)
 		if n == 0 {
-			ctx, cancel := context.WithTimeout(context.Background(), c.stallAfter)
+			ctx, cancel := context.WithTimeout(context.Background(), wfHang)
 			err := c.cq.Wait(ctx)
 			cancel()
-			if err != nil && c.stallAfter < 60*time.Second && c.failed == nil {
-				// Swap level: close the stalled QP; its WRs complete
-				// (flushed) and are reaped by the loop.
-				c.failed = errStalled
-				c.stallAfter = 60 * time.Second
-				c.qp.Close()
-				continue
-			}
 			if err != nil {
-				c.failed = fmt.Errorf("hang: %d WRs outstanding for %v (QP state %v)", outstanding, c.stallAfter, c.qp.State())
+				c.failed = fmt.Errorf("%w: %d WRs outstanding for %v (QP state %v, error %v, peer's Terminate %v)",
+					errHang, outstanding, wfHang, c.qp.State(), c.qp.Err(), c.qp.PeerTerminate())
 				break
 			}
 			continue
