@@ -22,6 +22,8 @@ import (
 
 	"xrnic/control"
 	"xrnic/internal/daemontest"
+	"xrnic/internal/hugetest"
+	"xrnic/internal/require"
 	"xrnic/verbs"
 )
 
@@ -144,6 +146,9 @@ outer:
 // metrics moving accordingly, a real Prometheus scraping the daemon, and a
 // clean SIGTERM.
 func TestIntegrationDaemon(t *testing.T) {
+	// The regions (--hugepages prefer) map any free 2 MiB pages: not
+	// while another test process has some reserved for itself.
+	hugetest.Share(t)
 	d := startDaemon(t, "--region", "counter:4K:rwa", "--region", "buf:64K:rw")
 	peer := d.Listen
 	c, b := d.Regions["counter"], d.Regions["buf"]
@@ -345,10 +350,7 @@ func promQuery(addr, q string) (float64, string) {
 // testPrometheus runs Debian's prometheus on loopback with deploy's scrape
 // config (pointed at the daemon) and sees the atomic counter grow.
 func testPrometheus(t *testing.T, d *daemon) {
-	prom, err := exec.LookPath("prometheus")
-	if err != nil {
-		t.Skip("prometheus not installed (Debian: apt-get install prometheus; .ci/run installs it)")
-	}
+	prom := require.Tool(t, "prometheus", "prometheus")
 	dir := t.TempDir()
 	cfg, err := os.ReadFile("prometheus/prometheus.yml")
 	if err != nil {
@@ -541,10 +543,7 @@ func testDashboard(t *testing.T, exported map[string]float64) {
 // TestPromtool checks the scrape config and rules and runs the rule unit
 // tests.
 func TestPromtool(t *testing.T) {
-	promtool, err := exec.LookPath("promtool")
-	if err != nil {
-		t.Skip("promtool not installed (Debian: apt-get install prometheus; .ci/run installs it)")
-	}
+	promtool := require.Tool(t, "promtool", "prometheus")
 	for _, args := range [][]string{
 		{"check", "config", "prometheus.yml"},
 		{"check", "rules", "xrnic.rules.yml"},

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"xrnic/internal/daemontest"
+	"xrnic/internal/require"
 )
 
 const (
@@ -24,11 +25,8 @@ const (
 
 func systemdAnalyze(t *testing.T) string {
 	t.Helper()
-	p, err := exec.LookPath("systemd-analyze")
-	if err != nil {
-		t.Skip("needs systemd-analyze (Debian package systemd; .ci/run installs it); no systemd as PID 1 is needed")
-	}
-	return p
+	// No systemd as PID 1 is needed.
+	return require.Tool(t, "systemd-analyze", "systemd")
 }
 
 // unitLines are the key=value lines of the unit, comments left out.
@@ -85,7 +83,7 @@ func TestSystemdUnitSecurity(t *testing.T) {
 	ver, _ := exec.Command(sa, "--version").Output()
 	if m := regexp.MustCompile(`^systemd (\d+)`).FindSubmatch(ver); m != nil {
 		if n, _ := strconv.Atoi(string(m[1])); n < 252 {
-			t.Skipf("systemd-analyze security --offline needs systemd >= 252, have %s", m[1])
+			require.Unavailable(t, "systemd-analyze security --offline needs systemd >= 252, have %s (Debian 12 has 252)", m[1])
 		}
 	}
 	out, err := exec.Command(sa, "security", "--offline=true", "--no-pager", unitPath).CombinedOutput()
@@ -137,14 +135,16 @@ func TestSystemdUnitFiles(t *testing.T) {
 	if !regexp.MustCompile(`(?m)^u xrnic - "[^"]+"`).Match(b) {
 		t.Errorf("%s: no `u xrnic - \"...\"` line (sysusers.d(5)) for User=xrnic:\n%s", sysusersPath, b)
 	}
-	if p, err := exec.LookPath("systemd-sysusers"); err == nil {
+	// A subtest: without systemd-sysusers only it skips (fails under CI).
+	t.Run("sysusers-dry-run", func(t *testing.T) {
+		p := require.Tool(t, "systemd-sysusers", "systemd")
 		// --dry-run parses the file and writes nothing.
 		abs, _ := filepath.Abs(sysusersPath) // a relative name is looked up in sysusers.d
 		out, err := exec.Command(p, "--dry-run", abs).CombinedOutput()
 		if err != nil || strings.Contains(string(out), "ignoring") {
 			t.Errorf("systemd-sysusers --dry-run %s: %v\n%s", sysusersPath, err, out)
 		}
-	}
+	})
 
 	b, err = os.ReadFile(sysctlPath)
 	if err != nil {

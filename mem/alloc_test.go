@@ -3,7 +3,6 @@
 package mem
 
 import (
-	"bufio"
 	"errors"
 	"os"
 	"strconv"
@@ -11,12 +10,14 @@ import (
 	"testing"
 
 	"golang.org/x/sys/unix"
+
+	"xrnic/internal/hugetest"
+	"xrnic/internal/require"
 )
 
 const (
-	sys2M        = sysHugepages + "hugepages-2048kB/"
-	sys1G        = sysHugepages + "hugepages-1048576kB/"
-	procNrHuge2M = "/proc/sys/vm/nr_hugepages"
+	sys2M = sysHugepages + "hugepages-2048kB/"
+	sys1G = sysHugepages + "hugepages-1048576kB/"
 )
 
 func mustAlloc(t *testing.T, size int, o AllocOptions) *Region {
@@ -177,75 +178,87 @@ func readSysInt(t *testing.T, path string) int {
 	return n
 }
 
-// setHugepages writes n into a nr_hugepages file and restores the old
-// value at cleanup (also on failure). It returns the count the kernel
-// actually provided.
-func setHugepages(t *testing.T, path string, n int) int {
+// The hugepage pools are host-wide and go test runs packages in parallel:
+// the tests below change or depend on them only through internal/hugetest
+// (under its lock, restored at cleanup even after a kill), and prove what
+// backs a region from this process's own VMA in /proc/self/smaps, never
+// from HugePages_* or free_hugepages, which other tests move meanwhile.
+
+// regionMapping returns the VMA of a hugetlb region, which must be exactly
+// the region.
+func regionMapping(t *testing.T, r *Region) hugetest.Mapping {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skipf("needs root to reserve hugepages: writes %s", path)
+	m := hugetest.MappingOf(t, r.Bytes())
+	if m.Start != addrOf(r.Bytes()) || m.Size() != int64(r.Size()) {
+		t.Errorf("VMA %v is not the region (%x, %d bytes)", m, addrOf(r.Bytes()), r.Size())
 	}
-	old, err := readInt(path)
-	if err != nil {
-		t.Skipf("hugepage size not supported: %v", err)
-	}
-	t.Cleanup(func() {
-		if err := os.WriteFile(path, []byte(strconv.Itoa(old)), 0); err != nil {
-			t.Errorf("restore %s to %d: %v", path, old, err)
-		}
-		if got, _ := readInt(path); got != old {
-			t.Errorf("restore %s: %d, want %d", path, got, old)
-		}
-	})
-	if err := os.WriteFile(path, []byte(strconv.Itoa(n)), 0); err != nil {
-		t.Fatalf("write %s: %v", path, err)
-	}
-	return readSysInt(t, path)
+	return m
 }
 
 func TestIntegrationHugetlb2M(t *testing.T) {
-	total := setHugepages(t, procNrHuge2M, readSysInt(t, sys2M+"nr_hugepages")+4)
-	if free := readSysInt(t, sys2M+"free_hugepages"); free < 3 {
-		t.Skipf("kernel provided only %d free 2 MiB pages (asked %d)", free, total)
-	}
-	rsvd := readSysInt(t, sys2M+"resv_hugepages")
+	hugetest.Reserve(t, Size2M, 4)
 	before := Stats()
 	r := mustAlloc(t, 5<<20, AllocOptions{NoFallback: true})
 	if r.Backing() != BackingHugeTLB2M || r.PageSize() != Size2M || r.Size() != 6<<20 || r.Warning() != "" {
 		t.Fatalf("got %v page %d size %d warning %q", r.Backing(), r.PageSize(), r.Size(), r.Warning())
 	}
-	// Independent oracle: the kernel reserved three 2 MiB pages for us.
-	if got := readSysInt(t, sys2M+"resv_hugepages"); got != rsvd+3 {
-		t.Errorf("resv_hugepages %d -> %d, want +3", rsvd, got)
-	}
+	// Independent oracle: our own VMA is three 2 MiB hugetlb pages the
+	// kernel reserved at mmap (no nr flag), none faulted in yet.
+	m := regionMapping(t, r)
+	hugetest.AssertHugetlb(t, m, Size2M, 0)
 	if s := Stats(); s.Bytes[BackingHugeTLB2M] != before.Bytes[BackingHugeTLB2M]+6<<20 {
 		t.Errorf("stats bytes %d -> %d", before.Bytes[BackingHugeTLB2M], s.Bytes[BackingHugeTLB2M])
 	}
 	if addrOf(r.Bytes())%Size2M != 0 {
 		t.Error("hugetlb region not 2 MiB aligned")
 	}
-	freeBefore := readSysInt(t, sys2M+"free_hugepages")
 	touchEveryPage(t, r)
-	if got := readSysInt(t, sys2M+"free_hugepages"); got != freeBefore-3 {
-		t.Errorf("free_hugepages %d -> %d after touching, want -3", freeBefore, got)
-	}
+	// Touching faulted in exactly the three hugetlb pages.
+	hugetest.AssertHugetlb(t, regionMapping(t, r), Size2M, 6<<20)
 	r.Close()
-	if got := readSysInt(t, sys2M+"resv_hugepages"); got != rsvd {
-		t.Errorf("resv_hugepages %d after Close, want %d", got, rsvd)
-	}
+	hugetest.AssertReleased(t, 0, m)
 
 	// Prefaulted and memfd variants.
 	p := mustAlloc(t, 2<<20, AllocOptions{Prefault: true})
 	if p.Backing() != BackingHugeTLB2M {
 		t.Fatalf("prefault: %v %q", p.Backing(), p.Warning())
 	}
+	// Prefault faulted the page in before anything touched it.
+	hugetest.AssertHugetlb(t, regionMapping(t, p), Size2M, 2<<20)
 	touchEveryPage(t, p)
-	m := mustAlloc(t, 3<<20, AllocOptions{Memfd: true, Name: "xrnic-test"})
-	if m.Backing() != BackingHugeTLB2M || m.Size() != 4<<20 || m.Warning() != "" {
-		t.Fatalf("memfd: %v size %d %q", m.Backing(), m.Size(), m.Warning())
+	mf := mustAlloc(t, 3<<20, AllocOptions{Memfd: true, Name: "xrnic-test"})
+	if mf.Backing() != BackingHugeTLB2M || mf.Size() != 4<<20 || mf.Warning() != "" {
+		t.Fatalf("memfd: %v size %d %q", mf.Backing(), mf.Size(), mf.Warning())
 	}
-	touchEveryPage(t, m)
-	checkShared(t, m)
+	mm := regionMapping(t, mf)
+	if !strings.Contains(mm.Path, "memfd:xrnic-test") {
+		t.Errorf("memfd region's VMA %v is not the memfd", mm)
+	}
+	hugetest.AssertHugetlb(t, mm, Size2M, 0)
+	touchEveryPage(t, mf)
+	hugetest.AssertHugetlb(t, regionMapping(t, mf), Size2M, 4<<20)
+	checkShared(t, mf)
+}
+
+// noFree2M makes sure that no 2 MiB hugetlb page is available to a new
+// mapping until the test ends: as root by emptying the pool (restored at
+// cleanup); otherwise under the lock, skipping when the host keeps pages
+// free that only root may take away.
+func noFree2M(t *testing.T) {
+	t.Helper()
+	if os.Geteuid() == 0 {
+		if p := hugetest.Set(t, Size2M, 0); p.Available() != 0 || p.Overcommit != 0 {
+			t.Fatalf("emptied the 2 MiB pool, yet pages are available: %v", p)
+		}
+		return
+	}
+	hugetest.Lock(t)
+	p, err := hugetest.ReadPool(Size2M)
+	require.NoError(t, err, "2 MiB hugepages")
+	if p.Available() != 0 || p.Overcommit != 0 {
+		// The host's own reservation; as root the test empties it.
+		t.Skipf("2 MiB hugepages are available (%v): only root may take them away for the test", p)
+	}
 }
 
 // fallbackChecks expects 2 MiB hugepages to be unavailable (none free).
@@ -255,6 +268,13 @@ func fallbackChecks(t *testing.T) {
 	r := mustAlloc(t, 3<<20, AllocOptions{})
 	if r.Backing() != BackingTHP && r.Backing() != Backing4K {
 		t.Fatalf("got %v with no hugepages free", r.Backing())
+	}
+	// What the kernel mapped agrees: ordinary pages, madvised for THP
+	// when the region says THP.
+	if r.Backing() == BackingTHP {
+		hugetest.AssertTHP(t, hugetest.MappingOf(t, r.Bytes()), false)
+	} else {
+		hugetest.AssertNotHugetlb(t, hugetest.MappingOf(t, r.Bytes()))
 	}
 	w := r.Warning()
 	t.Logf("warning: %s", w)
@@ -283,85 +303,67 @@ func fallbackChecks(t *testing.T) {
 	if !strings.Contains(m.Warning(), "no hugetlbfs mount is needed") || m.Backing() == BackingHugeTLB2M {
 		t.Errorf("memfd fallback: %v %q", m.Backing(), m.Warning())
 	}
+	hugetest.AssertNotHugetlb(t, hugetest.MappingOf(t, m.Bytes()))
 	if sysfsMode(sysShmemTHP) == "never" && (m.Backing() != Backing4K || !strings.Contains(m.Warning(), "echo advise > "+sysShmemTHP)) {
 		t.Errorf("memfd with shmem THP off: %v %q", m.Backing(), m.Warning())
 	}
 	checkShared(t, m)
 }
 
+// TestHugepageFallbackUnreserved runs the fallback checks on the host as
+// it is, as any user, when it has no 2 MiB page to give.
 func TestHugepageFallbackUnreserved(t *testing.T) {
-	if n, err := readInt(sys2M + "free_hugepages"); err != nil || n != 0 {
-		t.Skipf("2 MiB hugepages are free (%d, %v); TestIntegrationHugepageFallback covers this as root", n, err)
+	hugetest.Lock(t) // no test adds pages until this one ends
+	if p, err := hugetest.ReadPool(Size2M); err != nil || p.Available() != 0 || p.Overcommit != 0 {
+		// The host's own reservation; TestIntegrationHugepageFallback empties it as root.
+		t.Skipf("2 MiB hugepages are available (%v, %v); TestIntegrationHugepageFallback covers this as root", p, err)
 	}
 	fallbackChecks(t)
 }
 
 func TestIntegrationHugepageFallback(t *testing.T) {
-	if got := setHugepages(t, procNrHuge2M, 0); got != 0 {
-		t.Skipf("cannot release 2 MiB hugepages (in use: %d)", got)
+	if p := hugetest.Set(t, Size2M, 0); p.Available() != 0 || p.Overcommit != 0 {
+		t.Fatalf("emptied the 2 MiB pool, yet pages are available: %v", p)
 	}
 	fallbackChecks(t)
-}
-
-// anonHugeKB returns AnonHugePages of the mapping containing addr.
-func anonHugeKB(t *testing.T, addr uint64) int {
-	f, err := os.Open("/proc/self/smaps")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	in := false
-	for sc.Scan() {
-		line := sc.Text()
-		f := strings.Fields(line)
-		if len(f) == 0 {
-			continue
-		}
-		if lo, hi, ok := strings.Cut(f[0], "-"); ok && !strings.HasSuffix(f[0], ":") {
-			a, e1 := strconv.ParseUint(lo, 16, 64)
-			b, e2 := strconv.ParseUint(hi, 16, 64)
-			if e1 == nil && e2 == nil {
-				in = a <= addr && addr < b
-				continue
-			}
-		}
-		if v, ok := strings.CutPrefix(line, "AnonHugePages:"); ok && in {
-			n, _ := strconv.Atoi(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")))
-			return n
-		}
-	}
-	return -1
 }
 
 // TestTHPBacked: a prefaulted THP region really gets huge pages (checked in
 // /proc/self/smaps), when THP and defrag permit it.
 func TestTHPBacked(t *testing.T) {
 	if m := sysfsMode(sysTHP); m == "never" || m == "" {
+		// The host's THP policy, which the test does not override.
 		t.Skipf("THP off (%q)", m)
 	}
 	if d := sysfsMode("/sys/kernel/mm/transparent_hugepage/defrag"); d == "never" {
+		// Whether a huge page is found at fault time is then up to the moment.
 		t.Skip("THP defrag is never: huge pages at fault time are not guaranteed")
 	}
+	noFree2M(t) // else the region gets hugetlb pages
 	r := mustAlloc(t, 8<<20, AllocOptions{PageSize: Page2M, Prefault: true})
 	if r.Backing() != BackingTHP {
-		t.Skipf("got %v (hugetlb pages reserved?)", r.Backing())
+		t.Fatalf("got %v with no 2 MiB hugetlb page available: %q", r.Backing(), r.Warning())
 	}
-	if kb := anonHugeKB(t, addrOf(r.Bytes())); kb <= 0 {
-		t.Errorf("AnonHugePages %d kB for a prefaulted THP region", kb)
-	} else {
-		t.Logf("AnonHugePages %d kB of %d", kb, r.Size()>>10)
+	m := hugetest.MappingOf(t, r.Bytes())
+	if hugetest.AssertTHP(t, m, true) {
+		t.Logf("AnonHugePages %d kB of %d", m.AnonHugePages>>10, r.Size()>>10)
+	}
+}
+
+// 1 GiB pages need the CPU flag pdpe1gb, which a VM does not always pass
+// through: no package provides it, so its absence skips even under CI.
+func need1G(t *testing.T) {
+	t.Helper()
+	if !hugetest.Supported(Size1G) {
+		t.Skipf("no 1 GiB hugepage support (%s missing: no pdpe1gb CPU flag?)", sys1G)
 	}
 }
 
 func TestIntegrationHugetlb1G(t *testing.T) {
-	if _, err := os.Stat(sys1G); err != nil {
-		t.Skipf("no 1 GiB hugepage support: %v", err)
-	}
-	old := readSysInt(t, sys1G+"nr_hugepages")
-	got := setHugepages(t, sys1G+"nr_hugepages", old+1)
-	if free := readSysInt(t, sys1G+"free_hugepages"); got <= old || free < 1 {
-		t.Skipf("kernel could not provide a 1 GiB page (nr_hugepages %d -> %d, free %d): memory too fragmented; boot with hugepagesz=1G hugepages=1", old, got, free)
+	need1G(t)
+	if added, p := hugetest.TryReserve(t, Size1G, 1); added < 1 || p.Available() < 1 {
+		// 1 GiB of contiguous memory is what the kernel may not find at run time.
+		t.Skipf("kernel could not provide a 1 GiB page (%v): memory too fragmented; boot with hugepagesz=1G hugepages=1", p)
 	}
 	r := mustAlloc(t, 100<<20, AllocOptions{PageSize: Page1G, NoFallback: true, Prefault: true})
 	if r.Backing() != BackingHugeTLB1G || r.PageSize() != Size1G || r.Size() != Size1G {
@@ -370,14 +372,20 @@ func TestIntegrationHugetlb1G(t *testing.T) {
 	if addrOf(r.Bytes())%Size1G != 0 {
 		t.Error("1 GiB region not 1 GiB aligned")
 	}
+	m := regionMapping(t, r)
+	hugetest.AssertHugetlb(t, m, Size1G, Size1G) // prefaulted
 	touchEveryPage(t, r)
 	r.Close()
+	hugetest.AssertReleased(t, 0, m)
 
 	// All 1 GiB pages taken: a second region falls back, naming the fix.
 	r1 := mustAlloc(t, Size1G, AllocOptions{PageSize: Page1G, NoFallback: true})
 	r2 := mustAlloc(t, 4<<20, AllocOptions{PageSize: Page1G})
 	if r2.Backing() == BackingHugeTLB1G {
 		t.Fatalf("second 1 GiB region with one page reserved: %v", r2.Backing())
+	}
+	if m := hugetest.MappingOf(t, r2.Bytes()); m.KernelPageSize == Size1G {
+		t.Errorf("the fallen back region is on 1 GiB pages: %v", m)
 	}
 	w := r2.Warning()
 	t.Logf("warning: %s", w)
@@ -388,20 +396,16 @@ func TestIntegrationHugetlb1G(t *testing.T) {
 }
 
 func TestIntegrationHugetlb1GFallsBackTo2M(t *testing.T) {
-	if _, err := os.Stat(sys1G); err != nil {
-		t.Skipf("no 1 GiB hugepage support: %v", err)
+	need1G(t)
+	if p := hugetest.Set(t, Size1G, 0); p.Available() != 0 {
+		t.Fatalf("emptied the 1 GiB pool, yet pages are available: %v", p)
 	}
-	if got := setHugepages(t, sys1G+"nr_hugepages", 0); got != 0 {
-		t.Skipf("1 GiB pages in use (%d)", got)
-	}
-	setHugepages(t, procNrHuge2M, readSysInt(t, sys2M+"nr_hugepages")+2)
-	if free := readSysInt(t, sys2M+"free_hugepages"); free < 2 {
-		t.Skipf("kernel provided only %d free 2 MiB pages", free)
-	}
+	hugetest.Reserve(t, Size2M, 2)
 	r := mustAlloc(t, 3<<20, AllocOptions{PageSize: Page1G, Memfd: true})
 	if r.Backing() != BackingHugeTLB2M || r.Size() != 4<<20 {
 		t.Fatalf("got %v size %d warning %q", r.Backing(), r.Size(), r.Warning())
 	}
+	hugetest.AssertHugetlb(t, regionMapping(t, r), Size2M, 0)
 	if w := r.Warning(); !strings.Contains(w, "1 GiB") || !strings.Contains(w, "using hugetlb-2M") {
 		t.Errorf("warning %q", w)
 	}
@@ -411,25 +415,18 @@ func TestIntegrationHugetlb1GFallsBackTo2M(t *testing.T) {
 // TestIntegrationMemfdTHP: with no hugetlb pages and shmem THP enabled, a
 // memfd region falls back to THP on a 2 MiB aligned shared mapping.
 func TestIntegrationMemfdTHP(t *testing.T) {
-	if got := setHugepages(t, procNrHuge2M, 0); got != 0 {
-		t.Skipf("cannot release 2 MiB hugepages (in use: %d)", got)
+	if p := hugetest.Set(t, Size2M, 0); p.Available() != 0 || p.Overcommit != 0 {
+		t.Fatalf("emptied the 2 MiB pool, yet pages are available: %v", p)
 	}
-	old := sysfsMode(sysShmemTHP)
-	if old == "" {
-		t.Skip("no shmem THP support")
-	}
-	t.Cleanup(func() {
-		if err := os.WriteFile(sysShmemTHP, []byte(old), 0); err != nil {
-			t.Errorf("restore %s to %s: %v", sysShmemTHP, old, err)
-		}
-	})
-	if err := os.WriteFile(sysShmemTHP, []byte("advise"), 0); err != nil {
-		t.Skipf("cannot enable shmem THP: %v", err)
-	}
+	hugetest.SetTHP(t, "shmem_enabled", "advise")
 	r := mustAlloc(t, 3<<20, AllocOptions{Memfd: true, Prefault: true})
 	if r.Backing() != BackingTHP || r.Size() != 4<<20 || addrOf(r.Bytes())%Size2M != 0 {
 		t.Fatalf("got %v size %d warning %q", r.Backing(), r.Size(), r.Warning())
 	}
+	// The kernel's view: an ordinary shared mapping madvised for THP.
+	m := hugetest.MappingOf(t, r.Bytes())
+	hugetest.AssertTHP(t, m, false)
+	t.Logf("ShmemPmdMapped %d kB of %d", m.ShmemPmdMapped>>10, r.Size()>>10)
 	touchEveryPage(t, r)
 	checkShared(t, r)
 }

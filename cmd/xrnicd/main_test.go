@@ -3,13 +3,14 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"io"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -17,6 +18,7 @@ import (
 
 	"xrnic/control"
 	"xrnic/internal/daemontest"
+	"xrnic/internal/hugetest"
 	"xrnic/mem"
 	"xrnic/wire/mpa"
 )
@@ -199,59 +201,48 @@ func TestAllowAndStartupLog(t *testing.T) {
 	d.Stop(t, 20*time.Second)
 }
 
-func meminfo(t *testing.T, key string) int {
-	t.Helper()
-	b, err := os.ReadFile("/proc/meminfo")
+// TestIntegrationHugepages: with no 2 MiB page to give, xrnicd --hugepages
+// require refuses to start, naming the sysctl; with pages reserved it
+// starts with its region on one prefaulted 2 MiB hugetlb page, and SIGTERM
+// gives the page back. The pool is host-wide and other packages' tests map
+// 2 MiB pages meanwhile: the oracle is the daemon's own /proc/PID/smaps.
+func TestIntegrationHugepages(t *testing.T) {
+	if p := hugetest.Set(t, mem.Size2M, 0); p.Available() != 0 {
+		t.Fatalf("emptied the 2 MiB pool, yet pages are available: %v", p)
+	}
+	code, out := runDaemon(t, "--listen", "127.0.0.1:0", "--metrics", "off", "--socket", filepath.Join(t.TempDir(), "s"),
+		"--region", "c:4K:rwa", "--hugepages", "require")
+	if code != 1 || !strings.Contains(out, "vm.nr_hugepages") {
+		t.Errorf("start without hugepages: exit %d, want 1 naming vm.nr_hugepages:\n%s", code, out)
+	}
+
+	// One page for the region, one spare: any process may map a free page.
+	hugetest.Reserve(t, mem.Size2M, 2)
+	d := startDaemon(t, "--region", "c:4K:rwa", "--hugepages", "require")
+	pid := d.Cmd.Process.Pid
+	// The region's VMA in the daemon is the one that starts with what a
+	// peer wrote at TO 0.
+	marker := make([]byte, 16)
+	rand.Read(marker)
+	d.MustCtl(t, "write", d.Listen, d.Regions["c"].STag, "0", hex.EncodeToString(marker))
+	m := hugetest.MappingStartingWith(t, pid, marker)
+	if !hugetest.AssertHugetlb(t, m, mem.Size2M, mem.Size2M) || m.Size() != mem.Size2M {
+		t.Errorf("the daemon's region is not one prefaulted 2 MiB hugetlb page: %v\n%s", m, d.Log.String())
+	}
+	// And the daemon holds no hugetlb memory besides it.
+	ms, err := hugetest.Mappings(pid)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, l := range strings.Split(string(b), "\n") {
-		if rest, ok := strings.CutPrefix(l, key+":"); ok {
-			n, _ := strconv.Atoi(strings.Fields(rest)[0])
-			return n
+	for _, o := range ms {
+		if o.Hugetlb() && o.Start != m.Start {
+			t.Errorf("the daemon maps hugetlb memory besides its region: %v", o)
 		}
-	}
-	t.Fatalf("no %s in /proc/meminfo", key)
-	return 0
-}
-
-// TestIntegrationHugepages reserves two 2 MiB hugepages, starts xrnicd with
-// --hugepages require and checks that SIGTERM gives the page back; without
-// a reservation the start-up error names the sysctl.
-func TestIntegrationHugepages(t *testing.T) {
-	const nr = "/proc/sys/vm/nr_hugepages"
-	old, err := os.ReadFile(nr)
-	if err != nil {
-		t.Skip("no hugepage sysctl:", err)
-	}
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to reserve hugepages")
-	}
-	oldN, _ := strconv.Atoi(strings.TrimSpace(string(old)))
-	t.Cleanup(func() { os.WriteFile(nr, old, 0o644) })
-
-	if meminfo(t, "HugePages_Free") == 0 {
-		code, out := runDaemon(t, "--listen", "127.0.0.1:0", "--metrics", "off", "--socket", filepath.Join(t.TempDir(), "s"),
-			"--region", "c:4K:rwa", "--hugepages", "require")
-		if code != 1 || !strings.Contains(out, "vm.nr_hugepages") {
-			t.Errorf("start without hugepages: exit %d, want 1 naming vm.nr_hugepages:\n%s", code, out)
-		}
-	}
-	if err := os.WriteFile(nr, []byte(strconv.Itoa(oldN+2)), 0o644); err != nil {
-		t.Skip("cannot reserve hugepages:", err)
-	}
-	if meminfo(t, "HugePages_Total") < oldN+2 {
-		t.Skip("the kernel could not reserve 2 more hugepages (memory fragmented)")
-	}
-	free := meminfo(t, "HugePages_Free")
-	d := startDaemon(t, "--region", "c:4K:rwa", "--hugepages", "require")
-	if got := meminfo(t, "HugePages_Free"); got != free-1 {
-		t.Errorf("HugePages_Free with the daemon running: %d, want %d\n%s", got, free-1, d.Log.String())
 	}
 	d.Stop(t, 20*time.Second)
-	if got := meminfo(t, "HugePages_Free"); got != free {
-		t.Errorf("HugePages_Free after SIGTERM: %d, want %d", got, free)
-	}
+	// Stopped with status 0 and reaped: its mappings, the page among
+	// them, are gone.
+	hugetest.AssertReleased(t, pid, m)
 }
 
 // TestChooseTransport: --transport and --iface resolve to a transport and
@@ -355,7 +346,14 @@ func TestHugepageShortfall(t *testing.T) {
 	if want := "the regions need 2 1 GiB pages, 0 are free: echo 2 > /sys/kernel/mm/hugepages/hugepages-1048576kB/nr_hugepages, or"; err == nil || !strings.Contains(err.Error(), want) {
 		t.Errorf("1 GiB: %v; want %q", err, want)
 	}
-	// Through the daemon, when this host has fewer free 2 MiB pages than 3.
+	// Through the daemon, with fewer than 3 free 2 MiB pages: as root the
+	// pool is emptied for the test; otherwise when the host has fewer.
+	// Either way under the hugepage lock, so no test adds pages meanwhile.
+	if os.Geteuid() == 0 {
+		hugetest.Set(t, mem.Size2M, 0)
+	} else {
+		hugetest.Lock(t)
+	}
 	if pool, err := mem.Hugepages(mem.Size2M); err == nil && pool.Free < 3 {
 		code, out := runDaemon(t, "--listen", "127.0.0.1:0", "--metrics", "off", "--socket", filepath.Join(t.TempDir(), "s"),
 			"--region", "a:4K:rwa", "--region", "b:3M:r", "--hugepages", "require")
