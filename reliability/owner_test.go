@@ -173,9 +173,8 @@ func TestIntegrationOwnerTooManyQueues(t *testing.T) {
 	if err == nil {
 		t.Fatalf("xrnicd --queues 2 on a one-queue veth exited 0\n%s", out)
 	}
-	if took > 5*time.Second {
-		t.Errorf("xrnicd --queues 2 took %v to exit: want a few seconds at most", took)
-	}
+	// It must exit, not hang: runXrnicd's 20 s bound is the check (a
+	// wall-clock limit below it would fail on a loaded machine).
 	if !strings.Contains(out, "ethtool -L "+e.devA+" combined 2") {
 		t.Errorf("xrnicd --queues 2: no ethtool -L hint in\n%s", out)
 	}

@@ -11,6 +11,7 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -114,6 +115,7 @@ type restartPeer struct {
 	cq  *engine.CQ
 	buf []byte
 	mr  *mem.MR
+	ok  atomic.Int64 // FetchAdds completed by fetchAdds so far
 }
 
 func newRestartPeer(t *testing.T, e *wireEnv, dev *engine.Device, addr string) *restartPeer {
@@ -169,6 +171,7 @@ func (p *restartPeer) fetchAdds(stag uint32, to uint64, stop <-chan struct{}, bo
 			return ok, fmt.Errorf("completion %v: %v", wc[0].Status, errOr(wc[0].Err, termOf(p.qp)))
 		}
 		ok++
+		p.ok.Add(1)
 	}
 }
 
@@ -215,7 +218,20 @@ func TestIntegrationRestart(t *testing.T) {
 			res[i] = result{ok, err, time.Now()}
 		}()
 	}
-	time.Sleep(500 * time.Millisecond)
+	// Kill once every peer has completed FetchAdds (not after a fixed
+	// sleep, which a loaded machine may spend before the first one).
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		done := true
+		for _, p := range peers {
+			done = done && p.ok.Load() > 0
+		}
+		if done {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("not every peer completed a FetchAdd within 30 s of starting")
+		}
+	}
 	killed := time.Now()
 	if err := d1.cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)

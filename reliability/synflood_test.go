@@ -19,6 +19,7 @@ import (
 	"xrnic/internal/engine"
 	"xrnic/internal/netnstest"
 	"xrnic/mem"
+	"xrnic/tcpstack"
 	"xrnic/transport/afxdp"
 	"xrnic/wire/eth"
 	"xrnic/wire/ipv4"
@@ -191,20 +192,29 @@ func TestIntegrationSYNFlood(t *testing.T) {
 	}
 	floodTime := time.Since(floodStart)
 
-	// Give the poll loops a moment to drain their rings, then read the
-	// stacks' counters.
-	time.Sleep(200 * time.Millisecond)
-	stats, err := tr.TCPStats()
-	if err != nil {
-		t.Fatal(err)
-	}
+	// The poll loops may still be draining their rings: read the stacks'
+	// counters until they show what is checked below (or a generous
+	// deadline passes; the checks then say what is missing).
 	var cookies, valid, rejected, dropped, peak uint64
+	var stats []tcpstack.Stats
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		var err error
+		if stats, err = tr.TCPStats(); err != nil {
+			t.Fatal(err)
+		}
+		cookies, valid, rejected, dropped, peak = 0, 0, 0, 0, 0
+		for _, s := range stats {
+			cookies += s.SynCookiesSent
+			valid += s.SynCookiesValidated
+			rejected += s.SynCookiesRejected
+			dropped += s.RxSynDropped
+			peak = max(peak, s.HalfOpenPeak)
+		}
+		if (cookies > 0 && valid >= sessions) || time.Now().After(deadline) {
+			break
+		}
+	}
 	for i, s := range stats {
-		cookies += s.SynCookiesSent
-		valid += s.SynCookiesValidated
-		rejected += s.SynCookiesRejected
-		dropped += s.RxSynDropped
-		peak = max(peak, s.HalfOpenPeak)
 		if s.HalfOpenPeak > 256 {
 			t.Errorf("queue %d: %d half-open connections at the peak, above the listener's bound of 256", i, s.HalfOpenPeak)
 		}

@@ -34,6 +34,28 @@ type QPAttr struct {
 	// zero-length RDMA Write to wake the peer (at most maxWakes per
 	// request; watchdog.go). 0: 100 ms; negative: never.
 	WakeAfter time.Duration
+	// RecvSink, when set, makes the receive queue a sink that reposts
+	// itself: a receive that a Send, Immediate Data or Write with
+	// Immediate completes successfully is handed to RecvSink as a
+	// completion (ID, Op, ByteLen, Flags, Imm) and put back at the tail
+	// of the receive queue at once, with the same ID and SGL, instead of
+	// completing on RecvCQ. Both happen on the receive path, in stream
+	// order, before the next inbound message is looked at, so the queue
+	// holds as many receives after a message as before it whatever the
+	// scheduling of the application's goroutines: a peer that never has
+	// more messages outstanding than receives were posted never meets an
+	// empty queue (iWARP has no receiver-not-ready: that would be
+	// Terminate DDP 1/2/0x02). The buffer's contents are valid only
+	// during the call: the next message may overwrite them.
+	//
+	// RecvSink runs under the QP's lock: it must return promptly and must
+	// not call the QP's methods. A posted receive still completes on
+	// RecvCQ exactly once, when it leaves the queue: flushed when the QP
+	// ends, with an error status when a message does not fit it, or
+	// (since its completion waits for a grace period, RFC 5041 §8.3.1)
+	// when a Send with Invalidate filled it or it completed while such a
+	// completion was still held; those are not reposted.
+	RecvSink func(Completion)
 }
 
 // ErrPeerClosed is what Disconnected reports once the peer has closed its
@@ -104,6 +126,9 @@ type QP struct {
 	sigAll bool
 	maxORD int
 	maxIRD int
+	// recvSink, when set, takes successful receives, which are reposted
+	// at once (QPAttr.RecvSink, consumeRecvLocked).
+	recvSink func(Completion)
 
 	reqTimeout time.Duration // outstanding Read/Atomic without a response (watchdog.go)
 	// Progress the watchdog reads: bytes handed to input, whether a
@@ -191,6 +216,7 @@ type QP struct {
 	rxTry    func() bool
 	rxErr    error
 	rxWanted atomic.Bool
+	rxLast   time.Time // under rxMu: when the reader last found data (Config.RxSpin)
 	txReader *mem.Reader
 	rxReader *mem.Reader
 	doorbell chan struct{}
@@ -259,7 +285,7 @@ func (d *Device) CreateQP(a QPAttr) (*QP, error) {
 		rq = 1
 	}
 	qp := &QP{
-		dev: d, pd: a.PD, scq: a.SendCQ, rcq: a.RecvCQ, maxSGE: a.MaxSGE, sigAll: a.SigAll,
+		dev: d, pd: a.PD, scq: a.SendCQ, rcq: a.RecvCQ, maxSGE: a.MaxSGE, sigAll: a.SigAll, recvSink: a.RecvSink,
 		maxORD: a.MaxORD, maxIRD: a.MaxIRD, reqTimeout: cmp.Or(a.RequestTimeout, d.cfg.RequestTimeout), wakeAfter: cmp.Or(a.WakeAfter, defaultWakeAfter),
 		sq: make([]sqEntry, a.SQDepth+1), sqSGE: make([]SGE, (a.SQDepth+1)*max(a.MaxSGE, 1)),
 		rq: make([]rqEntry, rq), rqSGE: make([]SGE, rq*max(a.MaxSGE, 1)), held: make([]Completion, 0, rq),
@@ -564,6 +590,30 @@ func (qp *QP) completeRecv(e *rqEntry, c *Completion) {
 		return
 	}
 	qp.rcq.push(c)
+}
+
+// consumeRecvLocked completes the receive at the head of the RQ, which a
+// message filled successfully (c: its completion). On a sink QP
+// (QPAttr.RecvSink) it is handed to the sink and reposted at the tail
+// with the same ID and SGL, keeping its CQ reservation, unless its
+// completion must wait for an invalidation's grace period: then it
+// completes on the CQ (completeRecv) like any other.
+func (qp *QP) consumeRecvLocked(c *Completion) {
+	r, sgl := qp.rqSlot(qp.rqHead)
+	qp.rqHead++
+	if qp.recvSink == nil || c.Flags&WCWithInv != 0 || qp.holdRecv.Load() {
+		qp.completeRecv(r, c)
+		return
+	}
+	c.ID, c.QPNum = r.id, qp.num
+	// The head's slot is free now; the tail's is the same slot when the
+	// queue was full, else an empty one.
+	if t, tsgl := qp.rqSlot(qp.rqTail); t != r {
+		*t = *r
+		copy(tsgl, sgl[:r.nsge])
+	}
+	qp.rqTail++
+	qp.recvSink(*c)
 }
 
 // flushRQLocked completes every queued receive with StatusWRFlushErr.

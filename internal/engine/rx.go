@@ -82,9 +82,11 @@ func (qp *QP) rxTryRead() bool {
 		return false
 	}
 	qp.rxWanted.Store(false)
+	got := false
 	for qp.rxErr == nil && qp.rxOnce() {
+		got = true
 	}
-	qp.rxSpin()
+	qp.rxSpin(got)
 	end := qp.rxErr != nil
 	qp.dropRxBuf() // the socket is empty: the buffer goes back until data comes
 	qp.rxMu.Unlock()
@@ -92,13 +94,20 @@ func (qp *QP) rxTryRead() bool {
 }
 
 // rxSpin polls the emptied socket until Config.RxSpin has passed since
-// the last data (rxMu held), if the device has a spinner's place free.
-// It yields between polls; a poller that wants the stream meanwhile
-// (driveRx) finds rxMu taken and leaves the reading to it.
-func (qp *QP) rxSpin() {
+// the last data (rxMu held; got: this call read some), if the device has
+// a spinner's place free. It yields between polls; a poller that wants
+// the stream meanwhile (driveRx) finds rxMu taken and leaves the reading
+// to it. A wake-up without data long after the last (edge-triggered
+// readiness, a place freed by another spinner) starts no new spin.
+func (qp *QP) rxSpin(got bool) {
 	d := qp.dev
 	spin := d.cfg.RxSpin
 	if spin <= 0 || qp.rxErr != nil {
+		return
+	}
+	if got {
+		qp.rxLast = time.Now()
+	} else if time.Since(qp.rxLast) >= spin {
 		return
 	}
 	for {
@@ -110,9 +119,9 @@ func (qp *QP) rxSpin() {
 			break
 		}
 	}
-	for last := time.Now(); qp.rxErr == nil && !qp.closing.Load() && time.Since(last) < spin; {
+	for qp.rxErr == nil && !qp.closing.Load() && time.Since(qp.rxLast) < spin {
 		if qp.rxOnce() {
-			last = time.Now()
+			qp.rxLast = time.Now()
 			continue
 		}
 		runtime.Gosched()
@@ -511,10 +520,9 @@ func (qp *QP) rxSend(seg ddp.Segment, op rdmap.OpCode, pl []byte) *term.Error {
 		c.Flags |= WCWithInv
 		c.InvalidatedSTag = inv
 	}
-	qp.rqHead++
 	qp.recvMSN++
 	qp.recvActive = false
-	qp.completeRecv(r, &c)
+	qp.consumeRecvLocked(&c)
 	return nil
 }
 
@@ -552,9 +560,8 @@ func (qp *QP) rxImmediate(seg ddp.Segment, op rdmap.OpCode, pl []byte) *term.Err
 	if op == rdmap.OpImmediateSE {
 		c.Flags |= WCSolicited
 	}
-	qp.rqHead++
 	qp.recvMSN++
-	qp.completeRecv(r, &c)
+	qp.consumeRecvLocked(&c)
 	return nil
 }
 
