@@ -174,6 +174,36 @@ func RemoveStale(prefix string) error {
 	return errors.Join(errs...)
 }
 
+// RemoveStaleFamily is RemoveStale for every prefix of a family: the
+// names family + letters and dashes + PID (+ "-..."), as "xr" covers
+// xrnicrl-, xrabi-, xrnic-idle- and the others of xrnic's tests.
+func RemoveStaleFamily(family string) error {
+	ents, err := os.ReadDir("/run/netns")
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	seen := map[string]bool{}
+	var errs []error
+	for _, e := range ents {
+		rest, ok := strings.CutPrefix(e.Name(), family)
+		if !ok {
+			continue
+		}
+		i := strings.IndexAny(rest, "0123456789")
+		if i < 0 || strings.Trim(rest[:i], "abcdefghijklmnopqrstuvwxyz-") != "" {
+			continue
+		}
+		if prefix := family + rest[:i]; !seen[prefix] {
+			seen[prefix] = true
+			errs = append(errs, RemoveStale(prefix))
+		}
+	}
+	return errors.Join(errs...)
+}
+
 // namePID parses prefix + PID, followed by "-..." or nothing (the forms of
 // this package and of the helpers it replaced).
 func namePID(name, prefix string) (int, bool) {

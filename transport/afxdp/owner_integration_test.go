@@ -24,6 +24,7 @@ import (
 	"xrnic/bpf"
 	"xrnic/internal/netns"
 	"xrnic/internal/netnstest"
+	"xrnic/internal/testclean"
 )
 
 // Integration tests of the owner lock, Healthy and the queue check (issue
@@ -47,7 +48,7 @@ func TestMain(m *testing.M) {
 	if iface := os.Getenv(ownerChildEnv); iface != "" {
 		os.Exit(ownerChild(iface))
 	}
-	os.Exit(m.Run())
+	testclean.Main(m)
 }
 
 func ownerChild(iface string) int {

@@ -1,0 +1,10 @@
+package netns_test
+
+import (
+	"testing"
+
+	"xrnic/internal/testclean"
+)
+
+// TestMain removes what killed runs of earlier tests left (testclean).
+func TestMain(m *testing.M) { testclean.Main(m) }

@@ -1,0 +1,12 @@
+//go:build linux
+
+package mem
+
+import (
+	"testing"
+
+	"xrnic/internal/testclean"
+)
+
+// TestMain removes what killed runs of earlier tests left (testclean).
+func TestMain(m *testing.M) { testclean.Main(m) }
