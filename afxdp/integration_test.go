@@ -18,6 +18,7 @@ import (
 	"xrnic/bpf"
 	"xrnic/internal/netns"
 	"xrnic/internal/netnstest"
+	"xrnic/internal/require"
 	"xrnic/wire/eth"
 	"xrnic/wire/ipv4"
 	"xrnic/wire/tcp"
@@ -465,7 +466,7 @@ func TestIntegrationJumbo(t *testing.T) {
 	r := newRig(t, 1, bpf.ModeAuto, SocketOptions{MultiBuffer: true})
 	s := r.socks[0]
 	if !s.MultiBuffer() {
-		t.Skip("kernel refused XDP_USE_SG: multi-buffer not available")
+		require.Unavailable(t, "the kernel refused XDP_USE_SG: multi-buffer AF_XDP needs Linux 6.6 or later")
 	}
 	netnstest.IP(t, "-n", r.pair.NSA, "link", "set", r.pair.DevA, "mtu", "9000")
 	netnstest.IP(t, "-n", r.pair.NSB, "link", "set", r.pair.DevB, "mtu", "9000")

@@ -6,29 +6,30 @@ import (
 	"encoding/binary"
 	"errors"
 	"io"
-	"os"
 	"testing"
 
 	"github.com/cilium/ebpf"
 	"golang.org/x/sys/unix"
+
+	"xrnic/internal/require"
 )
 
-// load loads a fresh program or skips when the test is unprivileged.
+// load loads a fresh program or skips (fails under CI: package require)
+// when the test is unprivileged.
 func load(t testing.TB) *Program {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: loads an XDP program and runs it with BPF_PROG_TEST_RUN")
-	}
+	require.Root(t, "load an XDP program and run it with BPF_PROG_TEST_RUN")
 	return mustLoad(t, func() (*Program, error) { return Load(Options{}) })
 }
 
-// mustLoad loads with load, skips when the kernel refuses BPF programs to
-// this process, and closes what it loaded when the test ends.
+// mustLoad loads with load, skips (fails under CI) when the kernel refuses
+// BPF programs to this process, and closes what it loaded when the test
+// ends.
 func mustLoad[T io.Closer](t testing.TB, load func() (T, error)) T {
 	t.Helper()
 	x, err := load()
 	if errors.Is(err, unix.EPERM) {
-		t.Skipf("cannot load BPF programs here: %v", err)
+		require.Unavailable(t, "cannot load BPF programs here (run as root on a kernel with BPF and without a lockdown or seccomp filter refusing bpf()): %v", err)
 	}
 	if err != nil {
 		t.Fatal(err)

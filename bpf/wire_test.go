@@ -7,13 +7,13 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"os"
 	"testing"
 
 	"golang.org/x/sys/unix"
 
 	"xrnic/internal/netns"
 	"xrnic/internal/netnstest"
+	"xrnic/internal/require"
 )
 
 // tc verdicts the wire program returns.
@@ -28,9 +28,7 @@ const (
 // killed runs before.
 func wireNS(t *testing.T, f func(lo int) error) {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: loads a tc program and runs it with BPF_PROG_TEST_RUN")
-	}
+	require.Root(t, "load a tc program and run it with BPF_PROG_TEST_RUN")
 	netnstest.RequireRoot(t, false)
 	topo := netnstest.New(t, netns.Options{Prefix: "xrnicbpf-", Namespaces: []string{"wire"}})
 	if err := netnstest.In(t, topo.NS("wire"), func() error { return f(1) }); err != nil {

@@ -17,7 +17,9 @@ import (
 // TestIntegrationSocketPermission covers it as root, with user nobody.
 func TestClientPermissionDenied(t *testing.T) {
 	if os.Geteuid() == 0 {
-		t.Skip("root bypasses the socket's file permissions (see cmd/xrnicctl TestIntegrationSocketPermission)")
+		// Not a missing tool: as root this test cannot see the refusal.
+		// make unit runs it again as uid 65534 and fails if it skips there.
+		t.Skip("skipped as root (root bypasses the socket's file permissions): make unit runs it again as uid 65534 (setpriv)")
 	}
 	path := filepath.Join(t.TempDir(), "x.sock")
 	ln, err := net.Listen("unix", path)

@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	dto "github.com/prometheus/client_model/go"
 
+	"xrnic/internal/require"
 	"xrnic/mem"
 	"xrnic/verbs"
 )
@@ -251,10 +252,7 @@ func TestMetricsLint(t *testing.T) {
 			t.Errorf("/metrics lacks %s", want)
 		}
 	}
-	promtool, err := exec.LookPath("promtool")
-	if err != nil {
-		t.Skip("promtool not installed (Debian: apt-get install prometheus); skipping promtool check metrics")
-	}
+	promtool := require.Tool(t, "promtool", "prometheus")
 	cmd := exec.Command(promtool, "check", "metrics")
 	cmd.Stdin = strings.NewReader(body)
 	if out, err := cmd.CombinedOutput(); err != nil {

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -16,6 +15,7 @@ import (
 
 	"xrnic/internal/daemontest"
 	"xrnic/internal/netns"
+	"xrnic/internal/require"
 )
 
 // unitCapabilities reads AmbientCapabilities from the shipped systemd
@@ -49,9 +49,7 @@ func unitCapabilities(t *testing.T) []string {
 // unit lacked CAP_PERFMON, without which the verifier refuses the XDP
 // program to a process that is not root.
 func TestIntegrationDocumentedCapabilities(t *testing.T) {
-	if _, err := exec.LookPath("setpriv"); err != nil {
-		t.Skip("needs setpriv (util-linux)")
-	}
+	require.Tool(t, "setpriv", "util-linux")
 	e := newWireEnv(t, false)
 	bins := daemontest.Build(t)
 	// A directory user nobody may use: the binary, the socket, the locks.

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"xrnic/internal/daemontest"
+	"xrnic/internal/require"
 )
 
 var (
@@ -128,17 +129,14 @@ func httpGet(url string) (string, error) {
 	return string(b), err
 }
 
-// nobody skips the test unless it runs as root and the user nobody exists,
-// and returns nobody's uid and gid, for a test that must why.
+// nobody skips the test (fails it under CI: package require) unless it
+// runs as root and the user nobody exists, and returns nobody's uid and
+// gid, for a test that must why.
 func nobody(t *testing.T, why string) (uid, gid int) {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to " + why)
-	}
+	require.Root(t, why)
 	u, err := user.Lookup("nobody")
-	if err != nil {
-		t.Skipf("no user nobody: %v", err)
-	}
+	require.NoError(t, err, "needs the user nobody (Debian's base-passwd has it)")
 	uid, _ = strconv.Atoi(u.Uid)
 	gid, _ = strconv.Atoi(u.Gid)
 	return uid, gid

@@ -9,6 +9,7 @@ import (
 // The hot paths allocate nothing: post (plain and inline), poll, notify.
 func TestHotPathAllocs(t *testing.T) {
 	if raceEnabled {
+		// Not about the machine: make unit runs this test again without -race.
 		t.Skip("allocation counts are not meaningful under the race detector")
 	}
 	p := connect(t, sideOpts{inline: 64, sq: 64}, sideOpts{rq: 64})

@@ -90,7 +90,7 @@ func TestSmokeLoopback(t *testing.T) {
 		{"tcp_lat", "-n", "100"},
 		{"tcp_bw", "-n", "100"},
 	}
-	if !raceEnabled {
+	if !raceEnabled { // raceEnabled; make unit runs this case again without -race
 		cases = append(cases, []string{"write_lat", "-n", "100", "-s", "33"})
 	}
 	for _, c := range cases {

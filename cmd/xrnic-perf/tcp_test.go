@@ -178,6 +178,7 @@ func TestTCPPipeLoopback(t *testing.T) {
 // requests costs the same handful of allocations as its setup.
 func TestTCPPipeAllocs(t *testing.T) {
 	if raceEnabled {
+		// Not about the machine: make unit runs this test again without -race.
 		t.Skip("the race detector allocates")
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")

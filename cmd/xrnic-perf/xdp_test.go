@@ -53,7 +53,9 @@ func TestXDPParams(t *testing.T) {
 // Without root xdp_lat fails with a message saying why (exit status 1).
 func TestXDPNeedsRoot(t *testing.T) {
 	if os.Geteuid() == 0 {
-		t.Skip("running as root: the refusal of an unprivileged run cannot be seen")
+		// Not a missing tool: as root the refusal cannot be seen. make unit
+		// runs it again as uid 65534 and fails if it skips there.
+		t.Skip("skipped as root (the refusal of an unprivileged run cannot be seen): make unit runs it again as uid 65534 (setpriv)")
 	}
 	p, err := parseParams([]string{"xdp_lat", "--iface", "lo"}, &bytes.Buffer{})
 	if err != nil {
@@ -225,6 +227,7 @@ func TestXDPBWNetns(t *testing.T) {
 // race detector (it cannot see that write_lat's polled bytes are placed by
 // the engine: raceEnabled), write_lat, which spins on memory, complete
 // with the counts asked and positive numbers (no timing assertions).
+// make unit runs write_lat again without -race.
 func TestDriveNetns(t *testing.T) {
 	netnstest.RequireRoot(t, true)
 	pair := netnstest.NewPair(t, netnstest.PairOptions{Prefix: "xrnicperf-", DevA: "xpa", DevB: "xpb",

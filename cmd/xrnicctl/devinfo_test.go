@@ -17,7 +17,7 @@ import (
 // listeners) and qp list a connected QP's addresses and queue depths, in
 // text and JSON.
 func TestIntegrationDeviceView(t *testing.T) {
-	if testing.Short() {
+	if testing.Short() { // -short: not about the machine
 		t.Skip("starts xrnicd")
 	}
 	d := daemontest.Start(t, daemontest.Options{Args: []string{"--listen", "127.0.0.1:0", "--metrics", "127.0.0.1:0",

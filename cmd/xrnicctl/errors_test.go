@@ -13,13 +13,14 @@ import (
 	"time"
 
 	"xrnic/internal/daemontest"
+	"xrnic/internal/require"
 )
 
 // TestErrorsNameTheFix: against a real xrnicd on loopback (unprivileged),
 // a misaligned atomic says the TO must be aligned, and a port that is not
 // iWARP says so quickly, well within --timeout.
 func TestErrorsNameTheFix(t *testing.T) {
-	if testing.Short() {
+	if testing.Short() { // -short: not about the machine
 		t.Skip("starts xrnicd")
 	}
 	d := daemontest.Start(t, daemontest.Options{Args: []string{"--listen", "127.0.0.1:0", "--metrics", "off",
@@ -85,13 +86,9 @@ func TestErrorsNameTheFix(t *testing.T) {
 // connection (EACCES) and when the daemon closes a refused user at once.
 // Root only (runs xrnicctl as nobody).
 func TestIntegrationSocketPermission(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to run xrnicctl as another user (nobody)")
-	}
+	require.Root(t, "run xrnicctl as another user (nobody)")
 	u, err := user.Lookup("nobody")
-	if err != nil {
-		t.Skipf("no user nobody: %v", err)
-	}
+	require.NoError(t, err, "needs the user nobody (Debian's base-passwd has it)")
 	uid, _ := strconv.Atoi(u.Uid)
 	gid, _ := strconv.Atoi(u.Gid)
 	d := daemontest.Start(t, daemontest.Options{Args: []string{"--listen", "127.0.0.1:0", "--metrics", "off", "--hugepages", "off"}})

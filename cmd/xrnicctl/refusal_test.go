@@ -15,7 +15,7 @@ func TestMain(m *testing.M) { daemontest.Main(m) }
 // because the work request completed locally; accepted operations still
 // succeed. Runs against a real xrnicd on loopback, unprivileged.
 func TestRefusalsAreErrors(t *testing.T) {
-	if testing.Short() {
+	if testing.Short() { // -short: not about the machine
 		t.Skip("starts xrnicd")
 	}
 	d := daemontest.Start(t, daemontest.Options{Args: []string{"--listen", "127.0.0.1:0", "--metrics", "off",

@@ -4,6 +4,11 @@
 // with its log in a buffer the test may read while the daemon writes,
 // waits until the daemon reports ready, reads its regions, runs xrnicctl
 // against it, and stops it with SIGTERM checking the exit.
+//
+// A test binary built with -race (make unit, CI) builds the two binaries
+// with -race as well; XRNIC_DAEMON_RACE=1 or =0 forces it on or off. A
+// race-built xrnicd prints "WARNING: DATA RACE" when it finds one and
+// exits with status 66: Start's cleanup and Stop fail the test on either.
 package daemontest
 
 import (
@@ -36,8 +41,38 @@ var (
 	buildErr  error
 )
 
+// Race reports whether Build builds with the race detector: when this
+// test binary has it, unless XRNIC_DAEMON_RACE is 1 (on) or 0 (off).
+func Race() bool {
+	switch os.Getenv("XRNIC_DAEMON_RACE") {
+	case "1":
+		return true
+	case "0":
+		return false
+	}
+	return raceBuild
+}
+
+// raceReport is what a race-built Go program prints for each data race;
+// raceExit is its exit status when it found one (GORACE exitcode).
+const (
+	raceReport = "WARNING: DATA RACE"
+	raceExit   = 66
+)
+
+// CheckRaces fails the test if log, the output of a binary Build made,
+// holds a race detector report. Start's cleanup calls it for its daemons;
+// a test that runs xrnicd by other means calls it with that log.
+func CheckRaces(t testing.TB, what, log string) {
+	t.Helper()
+	if i := strings.Index(log, raceReport); i >= 0 {
+		t.Errorf("%s reported a data race (built with -race):\n%s", what, log[i:])
+	}
+}
+
 // Build builds xrnicd and xrnicctl into a temporary directory, once per
-// test binary, and fails the test if that fails. Main removes them.
+// test binary, and fails the test if that fails. Main removes them. They
+// are built with -race when Race says so.
 func Build(t testing.TB) Bins {
 	t.Helper()
 	buildOnce.Do(func() {
@@ -48,9 +83,14 @@ func Build(t testing.TB) Bins {
 		}
 		binDir = d
 		os.Chmod(d, 0o755) // tests run xrnicctl as another user (nobody)
-		out, err := exec.Command("go", "build", "-o", d+string(filepath.Separator), "xrnic/cmd/xrnicd", "xrnic/cmd/xrnicctl").CombinedOutput()
+		args := []string{"build"}
+		if Race() {
+			args = append(args, "-race")
+		}
+		args = append(args, "-o", d+string(filepath.Separator), "xrnic/cmd/xrnicd", "xrnic/cmd/xrnicctl")
+		out, err := exec.Command("go", args...).CombinedOutput()
 		if err != nil {
-			buildErr = fmt.Errorf("go build xrnicd xrnicctl: %v\n%s", err, out)
+			buildErr = fmt.Errorf("go %s: %v\n%s", strings.Join(args, " "), err, out)
 			return
 		}
 		bins = Bins{Xrnicd: filepath.Join(d, "xrnicd"), Xrnicctl: filepath.Join(d, "xrnicctl")}
@@ -283,6 +323,8 @@ func Start(t testing.TB, o Options) *Daemon {
 			d.Cmd.Process.Kill()
 			<-d.exited
 		}
+		// The log is complete: Wait has copied all of it.
+		CheckRaces(t, "xrnicd", d.Log.String())
 		if t.Failed() {
 			t.Logf("xrnicd log:\n%s", d.Log.tail(o.LogTail))
 		}
@@ -338,6 +380,10 @@ func (d *Daemon) Stop(t testing.TB, within time.Duration) {
 	select {
 	case err := <-d.Done:
 		d.Done <- err
+		var ee *exec.ExitError
+		if errors.As(err, &ee) && ee.ExitCode() == raceExit && Race() {
+			t.Fatalf("xrnicd after SIGTERM: %v: the race detector found a data race\n%s", err, d.Log.String())
+		}
 		if err != nil {
 			t.Fatalf("xrnicd after SIGTERM: %v\n%s", err, d.Log.String())
 		}

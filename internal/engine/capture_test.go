@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"xrnic/internal/require"
 	"xrnic/wire/wiretest"
 )
 
@@ -178,22 +179,14 @@ func mustU(t *testing.T, s string) uint64 {
 	return v
 }
 
-// captureTools skips the test unless it can capture on lo (root, dumpcap)
-// and decode (tshark), and returns the two tools' paths.
+// captureTools skips the test (fails it under CI: package require) unless
+// it can capture on lo (root, dumpcap) and decode (tshark), and returns
+// the two tools' paths.
 func captureTools(t *testing.T) (tshark, dumpcap string) {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("capturing on lo needs root")
-	}
-	tshark, err := wiretest.FindTshark()
-	if err != nil {
-		t.Skip(err)
-	}
-	dumpcap, err = exec.LookPath("dumpcap")
-	if err != nil {
-		t.Skip("dumpcap not found: " + wiretest.InstallHint)
-	}
-	return tshark, dumpcap
+	require.Root(t, "capture on lo with dumpcap")
+	// dumpcap comes with tshark (Debian: wireshark-common, a dependency).
+	return require.Tool(t, "tshark", "tshark"), require.Tool(t, "dumpcap", "tshark")
 }
 
 // captureLo runs dumpcap on lo for TCP port port into a pcapng file under

@@ -174,7 +174,7 @@ func TestPartialFPDUStall(t *testing.T) {
 func TestULPDULongerThanMULPDU(t *testing.T) {
 	s, p := rawResponder(t, ConnParams{}, Config{FPDUTimeout: -1})
 	max := maxULPDU(s.qp.llp)
-	if max >= mpa.MaxULPDU {
+	if max >= mpa.MaxULPDU { // a precondition computed here, not a missing tool
 		t.Skipf("advertised MSS %d leaves no ULPDU_Length over the bound", max)
 	}
 	hdr := []byte{byte((max + 1) >> 8), byte(max + 1)}

@@ -288,8 +288,8 @@ func TestCQOverflowRefused(t *testing.T) {
 }
 
 func TestAllocsSteadyState(t *testing.T) {
-	if testing.Short() {
-		t.Skip()
+	if testing.Short() { // -short: not about the machine
+		t.Skip("short")
 	}
 	c, s := connectPair(t, 1<<16, QPAttr{}, ConnParams{}, ConnParams{})
 	wc := make([]Completion, 4)

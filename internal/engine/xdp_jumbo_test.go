@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"xrnic/bpf"
+	"xrnic/internal/require"
 )
 
 // TestIntegrationXDPJumbo runs the afxdp transport at MTU 9000: frames span
@@ -19,7 +20,7 @@ func TestIntegrationXDPJumbo(t *testing.T) {
 	for _, d := range []*Device{a, b} {
 		info := xdpOf(d).Info()
 		if !info.MultiBuffer {
-			t.Skipf("no multi-buffer AF_XDP sockets here (MTU capped to %d)", info.MTU)
+			require.Unavailable(t, "no multi-buffer AF_XDP sockets here (MTU capped to %d): XDP_USE_SG needs Linux 6.6 or later", info.MTU)
 		}
 		if info.MTU != 9000 {
 			t.Fatalf("MTU %d, want 9000", info.MTU)

@@ -14,6 +14,8 @@ import (
 	"testing"
 
 	"golang.org/x/sys/unix"
+
+	"xrnic/internal/require"
 )
 
 const testPrefix = "xrnicns-"
@@ -63,7 +65,7 @@ func TestValidate(t *testing.T) {
 func needRoot(t *testing.T) {
 	t.Helper()
 	if err := Check(false); err != nil {
-		t.Skip(err)
+		require.Unavailable(t, "%v (the ip command: Debian: apt-get install iproute2; CI runs it as root)", err)
 	}
 }
 

@@ -13,6 +13,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"xrnic/internal/require"
 )
 
 // The cross-implementation proof of the C ABI (abi/, docs/VERBS-ABI.md):
@@ -22,25 +24,20 @@ import (
 
 // abiLib is bin/lib with the ABI built (make abi), and the host's copies
 // of the Debian binaries. Without them the test skips, except under CI,
-// where it fails: CI builds bin/lib before the tests and installs the tools.
+// where it fails (package require): CI builds bin/lib before the tests and
+// installs the tools.
 func abiLib(t *testing.T, bins ...string) string {
 	t.Helper()
 	lib, err := filepath.Abs("../../bin/lib")
 	if err != nil {
 		t.Fatal(err)
 	}
-	missing := func(f string, a ...any) {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf(f, a...)
-		}
-		t.Skipf(f, a...)
-	}
 	if _, err := os.Stat(filepath.Join(lib, "libibverbs.so.1")); err != nil {
-		missing("xrnic's ABI is not built (%v): run make abi first", err)
+		require.Unavailable(t, "xrnic's ABI is not built (%v): run make abi first", err)
 	}
 	for _, b := range bins {
 		if _, err := exec.LookPath(b); err != nil {
-			missing("%s not installed on the host: apt-get install rdmacm-utils perftest", b)
+			require.Unavailable(t, "%s not installed on the host: apt-get install rdmacm-utils perftest", b)
 		}
 	}
 	return lib

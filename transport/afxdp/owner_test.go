@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"golang.org/x/sys/unix"
+
+	"xrnic/internal/require"
 )
 
 // The owner lock on its own (no root needed): a temporary directory, this
@@ -16,9 +18,7 @@ import (
 func TestOwnerLock(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "run")
 	ns, err := unix.Open("/proc/thread-self/ns/net", unix.O_RDONLY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		t.Skip(err)
-	}
+	require.NoError(t, err, "needs /proc/thread-self/ns/net (Linux 3.17 or later with network namespaces, /proc mounted)")
 	defer unix.Close(ns)
 	l1, err := lockIface(dir, "eth9", ns, 9)
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"xrnic/internal/require"
 	"xrnic/wire/eth"
 	"xrnic/wire/ipv4"
 	"xrnic/wire/tcp"
@@ -84,10 +85,7 @@ func buildFrame(t *testing.T, s frameSpec, id uint16) []byte {
 // encoders and checks that tshark (an independent decoder) reads back the
 // same fields and reports both checksums good.
 func TestTsharkDecodes(t *testing.T) {
-	tshark, err := exec.LookPath("tshark")
-	if err != nil {
-		t.Skip("tshark not installed (apt-get install tshark); skipping the independent decoder check")
-	}
+	tshark := require.Tool(t, "tshark", "tshark")
 	specs := []frameSpec{
 		{f: tcp.Fields{SrcPort: 49153, DstPort: 20049, Seq: 0x12345678, Flags: tcp.FlagSYN, Window: 64240},
 			o: tcp.Options{HasMSS: true, MSS: 1460, SACKPermitted: true, HasTimestamps: true, TSVal: 123456,

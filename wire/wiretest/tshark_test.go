@@ -11,18 +11,18 @@ import (
 	"testing"
 	"time"
 
+	"xrnic/internal/require"
 	"xrnic/wire/pcap"
 	"xrnic/wire/wiretest"
 )
 
-// needTshark skips the test when tshark is missing. CI installs it
-// (apt-get install tshark), so there the cross-check always runs.
+// needTshark skips the test when tshark is missing, and fails it under
+// CI=true (package require): CI installs it, so there the cross-check
+// always runs.
 func needTshark(t *testing.T) string {
 	t.Helper()
 	p, err := wiretest.FindTshark()
-	if err != nil {
-		t.Skipf("skipping the Wireshark cross-check: %v", err)
-	}
+	require.NoError(t, err, "the Wireshark cross-check")
 	return p
 }
 

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"xrnic/internal/require"
 	"xrnic/wire/wiretest"
 )
 
@@ -20,9 +21,8 @@ func TestTour(t *testing.T) {
 	if code != 0 || lines >= 60 || !strings.Contains(out.String(), "Atomic Request FetchAdd") {
 		t.Fatalf("exit %d, %d lines:\n%s", code, lines, out.String())
 	}
-	if _, err := wiretest.FindTshark(); err != nil {
-		t.Skipf("rest needs tshark: %v", err)
-	}
+	_, err := wiretest.FindTshark()
+	require.NoError(t, err, "the rest needs tshark")
 	if !strings.Contains(out.String(), "summary: 14 of 14 groups agree") {
 		t.Errorf("no full agreement:\n%s", out.String())
 	}
