@@ -34,7 +34,8 @@
 //	xrnic_sink_messages_total{kind}, xrnic_sink_bytes_total{kind}  the daemon's receive sink: send, immediate, write_immediate
 //	xrnic_completion_latency_seconds{queue,opcode}               histogram, post to poll; possible pairs only, from their first completion
 //	xrnic_server_connections{server}, xrnic_server_max_connections{server}   metrics, control: held now, cap
-//	xrnic_server_connections_closed_total{server,reason}         over_limit, idle_evicted, credentials (Options.Servers)
+//	xrnic_server_connections_closed_total{server,reason}         idle_evicted, busy_timeout, credentials, over_limit (0) (Options.Servers)
+//	xrnic_server_accept_waits_total{server}, xrnic_server_accept_wait_seconds_total{server}   at the cap, all busy: new connections wait in the listen backlog
 //	xrnic_server_accept_errors_total{server}                     metrics, control, mpa
 //	go_*, process_*                                              Go runtime and process collectors
 //

@@ -15,7 +15,7 @@ import (
 // the control socket): connections held and the time a request and an
 // idle connection may take. Zero durations and caps take the defaults.
 type ServerConfig struct {
-	MaxConns     int           // connections held at a time (DefaultMaxConns)
+	MaxConns     int           // connections held at a time (DefaultMaxConns); more wait in the listen backlog (LimitListener)
 	ReadTimeout  time.Duration // reading one request, headers and body (DefaultReadTimeout)
 	WriteTimeout time.Duration // from the end of the request headers to the end of the response (DefaultWriteTimeout)
 	IdleTimeout  time.Duration // a keep-alive connection waiting for its next request (DefaultIdleTimeout)
@@ -57,13 +57,17 @@ func (c ServerConfig) withDefaults() ServerConfig {
 }
 
 // newHTTPServer is an http.Server for h on the capped listener ln,
-// bounded by c; net/http's own error log goes to c.Log.
+// bounded by c; net/http's own error log goes to c.Log. It sets ln's busy
+// limit, so it is called before ln accepts.
 func newHTTPServer(h http.Handler, ln *LimitListener, c ServerConfig) *http.Server {
 	hdr := DefaultHeaderTimeout
 	if c.ReadTimeout < hdr {
 		hdr = c.ReadTimeout
 	}
 	name := c.Stats.Name
+	// A request busy beyond both timeouts is a handler that does not
+	// return: the listener closes its connection (see LimitListener).
+	ln.busyLimit = c.ReadTimeout + c.WriteTimeout
 	return &http.Server{
 		Handler:           h,
 		ReadHeaderTimeout: hdr,

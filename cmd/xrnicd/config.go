@@ -181,7 +181,7 @@ func newFlagSet(c *config, out io.Writer) *pflag.FlagSet {
 	fs.DurationVar(&c.RequestTimeout, "request-timeout", 30*time.Second, "complete an RDMA Read or Atomic the peer leaves unanswered this long with an error and end the QP; negative: never")
 	fs.DurationVar(&c.RxSpin, "rx-spin", 0, "kernel transport: a QP's reader keeps polling its socket this long after the last data before it sleeps, so Reads and Atomics are answered without a wake-up (costs a busy core while requests come; at most GOMAXPROCS-1 readers spin); 0: never")
 	fs.DurationVar(&c.ShutdownTimout, "shutdown-timeout", 15*time.Second, "bound of the SIGTERM shutdown")
-	fs.IntVar(&c.HTTPMaxConns, "http-max-conns", control.DefaultMaxConns, "most connections the --metrics server holds; at the cap a new one replaces the longest idle, or is closed at once when all are busy")
+	fs.IntVar(&c.HTTPMaxConns, "http-max-conns", control.DefaultMaxConns, "most connections the --metrics server holds; at the cap a new one replaces the longest idle keep-alive connection, or waits in the kernel's listen backlog (net.core.somaxconn) until a held one finishes its request; none is closed unanswered")
 	fs.DurationVar(&c.HTTPReadTimeout, "http-read-timeout", control.DefaultReadTimeout, "--metrics: bound of reading one request (headers within min(this, 5s))")
 	fs.DurationVar(&c.HTTPWriteTimeout, "http-write-timeout", control.DefaultWriteTimeout, "--metrics: bound of writing one response")
 	fs.DurationVar(&c.HTTPIdle, "http-idle-timeout", control.DefaultIdleTimeout, "--metrics: a keep-alive connection without a request this long is closed")
