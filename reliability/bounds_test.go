@@ -324,9 +324,15 @@ func TestIntegrationBoundsWrongUID(t *testing.T) {
 		t.Errorf("refused control connections counted %v, want %d", got, r.Conns)
 	}
 	d.mustCtl(t, "status")
-	// Logged: at most logBurst lines in each second plus a summary.
-	time.Sleep(1500 * time.Millisecond)
-	lines, suppressed := refusalLines(d.log.String(), linesBefore, "control socket: peer refused")
+	// Logged: at most logBurst lines in each second plus a summary,
+	// written when the next second starts: wait for the accounting.
+	var lines, suppressed int
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		lines, suppressed = refusalLines(d.log.String(), linesBefore, "control socket: peer refused")
+		if lines+suppressed >= r.Conns || time.Now().After(deadline) {
+			break
+		}
+	}
 	t.Logf("log: %d lines and %d suppressed for %d refused connections", lines, suppressed, r.Conns)
 	if lines+suppressed != r.Conns {
 		t.Errorf("log accounts for %d+%d refusals, want %d", lines, suppressed, r.Conns)

@@ -41,7 +41,7 @@ func TestCaptureTshark(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	pcap, stop := captureLo(ctx, t, dumpcap, strconv.Itoa(port))
+	pcap, stop := captureLo(ctx, t, tshark, dumpcap, strconv.Itoa(port))
 	defer stop()
 
 	// The session: Rev 1, CRC on (the default).
@@ -86,9 +86,9 @@ func TestCaptureTshark(t *testing.T) {
 	c.qp.Disconnect(dctx)
 	dcancel()
 	// dumpcap reads the kernel's capture ring in blocks retired on a
-	// timeout and drops what it has not read when interrupted: give it
-	// time to read the last block (200 ms lost packets under -race).
-	time.Sleep(1500 * time.Millisecond)
+	// timeout and drops what it has not read when interrupted: wait until
+	// the file holds every FPDU the engines sent.
+	waitCaptured(ctx, t, tshark, pcap, "iwarp_mpa.ulpdulength", int(cst.TxFPDUs+sst.TxFPDUs))
 	stop()
 
 	d, err := wiretest.RunTshark(ctx, tshark, pcap)
@@ -191,10 +191,11 @@ func captureTools(t *testing.T) (tshark, dumpcap string) {
 
 // captureLo runs dumpcap on lo for TCP port port into a pcapng file under
 // t.TempDir, returning once it captures; stop interrupts it (idempotent).
-func captureLo(ctx context.Context, t *testing.T, dumpcap, port string) (pcap string, stop func()) {
+func captureLo(ctx context.Context, t *testing.T, tshark, dumpcap, port string) (pcap string, stop func()) {
 	t.Helper()
 	pcap = filepath.Join(t.TempDir(), "capture.pcapng")
-	cmd := exec.CommandContext(ctx, dumpcap, "-q", "-i", "lo", "-f", "tcp port "+port, "-w", pcap)
+	// UDP to the discard port is the probe that shows the filter is on.
+	cmd := exec.CommandContext(ctx, dumpcap, "-q", "-i", "lo", "-f", "tcp port "+port+" or udp dst port 9", "-w", pcap)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -233,6 +234,45 @@ func captureLo(ctx context.Context, t *testing.T, dumpcap, port string) (pcap st
 		stop()
 		t.Fatal("dumpcap did not start within 10 s")
 	}
-	time.Sleep(300 * time.Millisecond) // the filter is attached after the banner
+	// The filter is attached after the banner: probe until a datagram
+	// shows up in the file.
+	probe, err := net.Dial("udp", "127.0.0.1:9")
+	if err != nil {
+		stop()
+		t.Fatal(err)
+	}
+	defer probe.Close()
+	for deadline := time.Now().Add(20 * time.Second); capturedCount(ctx, tshark, pcap, "udp.dstport == 9") == 0; {
+		if time.Now().After(deadline) {
+			stop()
+			t.Fatal("dumpcap captured none of the probes within 20 s")
+		}
+		probe.Write([]byte("xrnic capture probe"))
+		time.Sleep(50 * time.Millisecond)
+	}
 	return pcap, stop
+}
+
+// capturedCount is how many frames of the capture file tshark finds
+// matching the display filter (the file may still be written: a cut-short
+// last record is not an error here).
+func capturedCount(ctx context.Context, tshark, pcap, filter string) int {
+	out, _ := exec.CommandContext(ctx, tshark, "-r", pcap, "-Y", filter, "-T", "fields", "-e", "frame.number").Output()
+	return len(strings.Fields(string(out)))
+}
+
+// waitCaptured waits until the capture holds at least n frames matching
+// the display filter: dumpcap writes what the kernel's ring holds in
+// blocks retired on a timeout, so what was sent shows up a moment later.
+func waitCaptured(ctx context.Context, t *testing.T, tshark, pcap, filter string, n int) {
+	t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		got := capturedCount(ctx, tshark, pcap, filter)
+		if got >= n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the capture holds %d frames matching %q after 30 s, want %d", got, filter, n)
+		}
+	}
 }
