@@ -32,7 +32,8 @@ abi-libs:
 demo: bin ## the main job: xrnicd on afxdp in a netns pair, a tour and a perf comparison (root; loopback otherwise)
 	bin/xrnic-perf demo
 
-test: check abi-libs unit interop fuzz-short ## what CI runs: gofmt, vet, staticcheck, all tests with -race, the siw interop matrix, a short fuzz pass
+test: ## what CI runs: gofmt, vet, staticcheck, all tests with -race, the siw interop matrix, a short fuzz pass; every step runs and each failure is listed (scripts/test.sh)
+	MAKE='$(MAKE)' scripts/test.sh
 
 check: fmt-check vet staticcheck ## gofmt, go vet and staticcheck
 
@@ -48,34 +49,8 @@ STATICCHECK ?= $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2
 staticcheck: ## staticcheck (honnef.co/go/tools)
 	$(STATICCHECK) $(PKGS)
 
-# Tests that skip as root, because they check what an unprivileged user is
-# refused (package=test): as root, make unit runs them as uid 65534.
-UNPRIV_TESTS ?= ./control=TestClientPermissionDenied ./cmd/xrnic-perf=TestXDPNeedsRoot
-
-unit: ## all tests under the race detector (privileged tests skip unless root), then the tests -race skips without it, and as root the unprivileged ones as uid 65534
-	$(GO) test -race -count=1 $(PKGS)
-	$(GO) test -race -count=1 -tags atomics_stress ./atomics
-	# Tests that skip under the race detector: allocation counts (it
-	# allocates itself) and xrnic-perf's write_lat cases (it cannot see
-	# that the polled bytes are placed by the engine). Run them without it.
-	$(GO) test -count=1 -run 'Alloc' ./abi/engine
-	$(GO) test -count=1 -run '^(TestTCPPipeAllocs|TestSmokeLoopback|TestDriveNetns)$$/^write_lat(_-n_100_-s_33)?$$' ./cmd/xrnic-perf
-	# As root, UNPRIV_TESTS skip above: run them as uid 65534 (setpriv)
-	# from test binaries in a directory that user may read, and fail unless
-	# each reports --- PASS. Not root: they ran (and passed) above.
-	@if [ "$$(id -u)" != 0 ]; then exit 0; fi; \
-	dir=$$(mktemp -d) && chmod 755 "$$dir" && trap 'rm -rf "$$dir"' EXIT && \
-	for pt in $(UNPRIV_TESTS); do \
-	  pkg=$${pt%%=*}; test=$${pt#*=}; bin="$$dir/$$test.test"; \
-	  $(GO) test -c -o "$$bin" "$$pkg" || exit 1; \
-	  echo "$$pkg: $$test as uid 65534 (setpriv --reuid=65534 --regid=65534 --clear-groups)"; \
-	  out=$$(cd "$$dir" && setpriv --reuid=65534 --regid=65534 --clear-groups "$$bin" -test.run "^$$test\$$" -test.count=1 -test.v 2>&1); rc=$$?; \
-	  printf '%s\n' "$$out"; \
-	  if [ $$rc -ne 0 ] || ! printf '%s\n' "$$out" | grep -q -- "^--- PASS: $$test "; then \
-	    echo "unit: $$test did not pass as uid 65534 (skipped or failed): it must run unprivileged" >&2; exit 1; \
-	  fi; \
-	done
-	cd deploy/kubernetes/validate && $(GO) vet ./... && $(GO) test -count=1 ./...
+unit: ## all tests under the race detector (privileged tests skip unless root), the ones -race skips without it, as root the unprivileged ones as uid 65534: every step runs, failures and the slowest packages are listed (scripts/unit.sh)
+	GO=$(GO) PKGS='$(PKGS)' scripts/unit.sh
 
 interop: ## the Linux siw interop matrix: Debian's kernel + siw.ko under QEMU (root; docs/INTEROP.md)
 	bash -o pipefail -c 'XRNIC_INTEROP=1 $(GO) test -count=1 -timeout 20m -v $(INTEROP_RUN) ./interop/siw/ 2>&1 | scripts/interop-summary.sh'

@@ -13,9 +13,12 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"xrnic/internal/testclean"
 )
 
 func TestMain(m *testing.M) {
+	testclean.Prepare()
 	os.Setenv("XRNIC_TRANSPORT", "kernel")
 	os.Unsetenv("XRNIC_CONFIG")
 	if e := openDevice(); e != 0 {

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"xrnic/internal/netnstest"
+	"xrnic/internal/testclean"
 )
 
 var builds sync.Map // source name -> *built
@@ -67,6 +68,7 @@ func buildC(t testing.TB, name string) string {
 }
 
 func TestMain(m *testing.M) {
+	testclean.Prepare()
 	code := m.Run()
 	builds.Range(func(_, v any) bool {
 		if p := v.(*built).path; p != "" {

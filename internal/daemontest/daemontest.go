@@ -29,6 +29,7 @@ import (
 	"time"
 
 	"xrnic/internal/netns"
+	"xrnic/internal/testclean"
 )
 
 // Bins are the paths of the built binaries.
@@ -103,6 +104,7 @@ func Build(t testing.TB) Bins {
 
 // Main runs the tests and removes what Build made; call it from TestMain.
 func Main(m *testing.M) {
+	testclean.Prepare()
 	code := m.Run()
 	if binDir != "" {
 		os.RemoveAll(binDir)

@@ -30,16 +30,22 @@ import (
 // Env is the variable that carries the test binaries' PIDs.
 const Env = "XRNIC_TEST_PIDS"
 
-// Main sweeps what earlier runs left (as root), marks this process, and
-// runs the tests.
+// Main is Prepare, then the tests.
 func Main(m *testing.M) {
+	Prepare()
+	os.Exit(m.Run())
+}
+
+// Prepare sweeps what earlier runs left (as root, saying what it did on
+// stderr) and marks this process; a package with a TestMain of its own
+// calls it first.
+func Prepare() {
 	if os.Geteuid() == 0 {
 		for _, err := range Sweep() {
 			fmt.Fprintln(os.Stderr, "testclean:", err)
 		}
 	}
 	Mark()
-	os.Exit(m.Run())
 }
 
 // Mark adds this process's PID to Env, for its children to inherit.

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"xrnic/internal/require"
+	"xrnic/internal/testclean"
 )
 
 // guest is the one guest the tests share (booting takes seconds under
@@ -26,6 +27,7 @@ var (
 var errNotAsked = errors.New("set XRNIC_INTEROP=1 or run `make interop` (boots a QEMU guest)")
 
 func TestMain(m *testing.M) {
+	testclean.Prepare()
 	code := func() int {
 		switch {
 		case os.Getenv("XRNIC_INTEROP") == "":
