@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -22,6 +21,7 @@ import (
 
 	"xrnic/control"
 	"xrnic/internal/daemontest"
+	"xrnic/internal/freeport"
 	"xrnic/internal/hugetest"
 	"xrnic/internal/require"
 	"xrnic/verbs"
@@ -308,12 +308,11 @@ func waitFor(t *testing.T, what string, f func() string) {
 
 func freePort(t *testing.T) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	p, err := freeport.Pick()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
-	return l.Addr().String()
+	return "127.0.0.1:" + strconv.Itoa(p)
 }
 
 // promQuery returns the single value of an instant query, or an error

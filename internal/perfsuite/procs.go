@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,6 +13,7 @@ import (
 	"syscall"
 	"time"
 
+	"xrnic/internal/freeport"
 	"xrnic/internal/netns"
 	"xrnic/internal/perfsuite/perfjson"
 )
@@ -163,14 +163,14 @@ func (e *env) runPair(ctx context.Context, test, transport string, extra ...stri
 	return rows, "xrnic-perf " + strings.Join(shown, " ") + " SERVER", nil
 }
 
-// pickPort returns a TCP port that was free a moment ago.
+// pickPort returns a TCP port that was free a moment ago, below the
+// ephemeral range (internal/freeport).
 func pickPort() int {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	p, err := freeport.Pick()
 	if err != nil {
 		return 18515
 	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
+	return p
 }
 
 // num reads a number of a result row (0 when absent).
