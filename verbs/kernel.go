@@ -221,7 +221,7 @@ func (k *kernelDev) createQP(pd uint32, a *QPAttr) (qpImpl, error) {
 	}
 	qp, err := k.d.CreateQP(engine.QPAttr{PD: mem.PD(pd), SendCQ: scq.cq, RecvCQ: rcq.cq,
 		SQDepth: a.SQDepth, RQDepth: a.RQDepth, MaxSGE: a.MaxSGE, SigAll: a.SigAll, MaxORD: a.MaxORD, MaxIRD: a.MaxIRD,
-		RequestTimeout: a.RequestTimeout, WakeAfter: a.WakeAfter})
+		RequestTimeout: a.RequestTimeout, WakeAfter: a.WakeAfter, RecvSink: a.RecvSink})
 	if err != nil {
 		return nil, mapErr(err)
 	}

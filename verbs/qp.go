@@ -40,6 +40,27 @@ type QPAttr struct {
 	// (max_inline_data; 0: none, at most MaxInlineData of the package).
 	// The QP keeps a registered bounce ring of 2*SQDepth slots that size.
 	MaxInlineData int
+	// RecvSink, when set, makes the receive queue repost itself: each
+	// receive a Send, Immediate Data or Write with Immediate fills
+	// successfully is handed to RecvSink (its completion: ID, Op,
+	// ByteLen, Flags, Imm) and posted again at once, same ID and SGL,
+	// on the engine's receive path before the next message is looked at,
+	// instead of completing on RecvCQ. So the receive queue never runs
+	// empty because the application's goroutines were not scheduled in
+	// time: a peer that keeps at most as many messages outstanding as
+	// receives were posted always finds one (iWARP has no
+	// receiver-not-ready; a message with no receive ends the stream with
+	// a Terminate). The buffer may be overwritten by the next message
+	// once RecvSink returns.
+	//
+	// RecvSink runs under the QP's lock: it must be quick, must not block
+	// and must not call the QP's methods. Each posted receive still
+	// completes on RecvCQ exactly once, when it leaves the queue: flushed
+	// when the QP ends, with an error when a message does not fit it, or
+	// (not reposted) when a Send with Invalidate filled it, or it
+	// completed behind one, since those completions wait for the
+	// invalidation's grace period.
+	RecvSink func(Completion)
 }
 
 // MaxInlineData is the largest QPAttr.MaxInlineData.

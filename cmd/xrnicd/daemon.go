@@ -470,10 +470,14 @@ type conn struct {
 	scq, rcq *verbs.CQ
 	mr       *verbs.MR
 	sink     []byte // the receive buffers: mapped, not Go heap (newConn)
-	posted   []time.Time
-	bufLen   int
-	sge      [1]verbs.SGE
-	wr       verbs.RecvWR
+	state    *control.State
+	// posted[i] is when buffer i was last (re)posted: written by post
+	// before PostRecv, and by sunk, on the engine's receive path under
+	// the QP's lock, for the buffer it reposts.
+	posted []time.Time
+	bufLen int
+	sge    [1]verbs.SGE
+	wr     verbs.RecvWR
 }
 
 // serveRequest answers a valid MPA Request: accept it onto a new QP in the
@@ -517,8 +521,16 @@ func (d *daemon) serveRequest(req *verbs.ConnRequest, peer string) {
 }
 
 // newConn creates a QP in the daemon's PD with its receive buffers posted.
+//
+// The receive queue is a sink that reposts itself (verbs.QPAttr.RecvSink):
+// the engine hands each Send, Immediate Data and Write with Immediate to
+// sunk and puts its buffer back at once, on its receive path, before it
+// looks at the next message. So --sink-depth receives stay posted whether
+// or not any goroutine of ours is scheduled, and a peer that keeps at most
+// --sink-depth messages unacknowledged (SECURITY.md) never meets an empty
+// queue: no Terminate DDP 1/2/0x02 because the daemon fell behind.
 func (d *daemon) newConn() (*conn, error) {
-	c := &conn{bufLen: d.cfg.SinkBuffer, posted: make([]time.Time, d.cfg.SinkDepth)}
+	c := &conn{bufLen: d.cfg.SinkBuffer, posted: make([]time.Time, d.cfg.SinkDepth), state: d.state}
 	var err error
 	if c.scq, err = d.dev.CreateCQ(4); err != nil {
 		return nil, err
@@ -527,7 +539,8 @@ func (d *daemon) newConn() (*conn, error) {
 		c.scq.Close()
 		return nil, err
 	}
-	c.qp, err = d.pd.CreateQP(verbs.QPAttr{SendCQ: c.scq, RecvCQ: c.rcq, SQDepth: 4, RQDepth: d.cfg.SinkDepth, MaxSGE: 1})
+	c.qp, err = d.pd.CreateQP(verbs.QPAttr{SendCQ: c.scq, RecvCQ: c.rcq, SQDepth: 4, RQDepth: d.cfg.SinkDepth, MaxSGE: 1,
+		RecvSink: c.sunk})
 	if err != nil {
 		c.rcq.Close()
 		c.scq.Close()
@@ -566,9 +579,37 @@ func (c *conn) post(id uint64) error {
 	return c.qp.PostRecv(&c.wr)
 }
 
-// runSink counts the Sends and Immediate Data that arrive and keeps the
-// buffers posted until the QP stops (a flushed or failed receive) or the
-// daemon shuts down.
+// sunk counts a message the sink received (the QP's RecvSink: called on
+// the engine's receive path under the QP's lock, the buffer already
+// reposted; it takes no lock of ours and allocates nothing).
+func (c *conn) sunk(e verbs.Completion) {
+	c.count(&e, time.Now())
+}
+
+// count records a received message: its kind and bytes, and how long its
+// buffer waited posted; buffer e.ID is posted again from now.
+func (c *conn) count(e *verbs.Completion, now time.Time) {
+	if e.ID < uint64(len(c.posted)) {
+		c.state.Latency.Observe(control.QueueRecv, e.Op, now.Sub(c.posted[e.ID]))
+		c.posted[e.ID] = now
+	}
+	switch e.Op {
+	case verbs.OpRecvImm:
+		c.state.CountSink(control.SinkImmediate, e.ByteLen)
+	case verbs.OpRecvWriteImm:
+		c.state.CountSink(control.SinkWriteImmediate, e.ByteLen)
+	default:
+		c.state.CountSink(control.SinkSend, e.ByteLen)
+	}
+}
+
+// runSink waits until the QP stops (a flushed or failed receive) or the
+// daemon shuts down. The messages themselves are counted, and their
+// buffers reposted, by the engine's receive path (newConn, sunk); what
+// reaches the receive CQ is each buffer's last completion (flushed, or
+// failed: the QP ends) and, in principle, a receive the engine does not
+// repost itself (one reporting a remote invalidation, which the daemon's
+// registrations never allow), reposted here.
 func (d *daemon) runSink(c *conn, log *slog.Logger) {
 	wc := make([]verbs.Completion, 32)
 	for {
@@ -577,7 +618,8 @@ func (d *daemon) runSink(c *conn, log *slog.Logger) {
 		}
 		n := c.rcq.Poll(wc)
 		dead := false
-		for _, e := range wc[:n] {
+		for i := range wc[:n] {
+			e := &wc[i]
 			if e.Status != verbs.StatusSuccess {
 				if !dead && e.Status != verbs.StatusWRFlushErr {
 					log.Info("QP receive failed", "qp", c.qp.Num(), "status", e.Status.String(), "err", e.Err)
@@ -585,17 +627,7 @@ func (d *daemon) runSink(c *conn, log *slog.Logger) {
 				dead = true
 				continue
 			}
-			if e.ID < uint64(len(c.posted)) {
-				d.state.Latency.Observe(control.QueueRecv, e.Op, time.Since(c.posted[e.ID]))
-			}
-			switch e.Op {
-			case verbs.OpRecvImm:
-				d.state.CountSink(control.SinkImmediate, e.ByteLen)
-			case verbs.OpRecvWriteImm:
-				d.state.CountSink(control.SinkWriteImmediate, e.ByteLen)
-			default:
-				d.state.CountSink(control.SinkSend, e.ByteLen)
-			}
+			c.count(e, time.Now())
 			if !dead && c.post(e.ID) != nil {
 				dead = true
 			}
