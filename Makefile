@@ -3,7 +3,7 @@ GO       ?= go
 PKGS     ?= ./...
 FUZZTIME ?= 3s
 
-.PHONY: help build bin abi abi-libs demo test interop check fmt-check vet staticcheck unit fuzz-short fuzz bench bench-quick microbench soak idleqps long clean generate
+.PHONY: help build bin abi abi-libs demo test interop mutants check fmt-check vet staticcheck unit fuzz-short fuzz bench bench-quick microbench soak idleqps long clean generate
 
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -54,6 +54,9 @@ unit: ## all tests under the race detector (privileged tests skip unless root), 
 
 interop: ## the Linux siw interop matrix: Debian's kernel + siw.ko under QEMU (root; docs/INTEROP.md)
 	bash -o pipefail -c 'XRNIC_INTEROP=1 $(GO) test -count=1 -timeout 20m -v $(INTEROP_RUN) ./interop/siw/ 2>&1 | scripts/interop-summary.sh'
+
+mutants: ## the mutation check: each bound of SECURITY.md, removed, must fail its test (root; ~12 min; scripts/mutants.sh -l lists them)
+	scripts/mutants.sh
 
 fuzz-short: ## run every fuzz target for FUZZTIME (default 3s)
 	FUZZTIME=$(FUZZTIME) scripts/fuzz.sh

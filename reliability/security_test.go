@@ -400,9 +400,15 @@ func TestIntegrationQPLimitPerPeer(t *testing.T) {
 func TestIntegrationRegisteredBytesLimit(t *testing.T) {
 	buildBins(t)
 	dir := t.TempDir()
-	cmd := exec.Command(xrnicd, "--transport", "kernel", "--listen", "127.0.0.1:0", "--metrics", "off", "--socket", dir+"/s.sock",
+	// A daemon that ignores the limit would run on: bound the wait.
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, xrnicd, "--transport", "kernel", "--listen", "127.0.0.1:0", "--metrics", "off", "--socket", dir+"/s.sock",
 		"--hugepages", "off", "--max-registered-bytes", "1M", "--region", "a:768K:r", "--region", "b:512K:r")
 	out, err := cmd.CombinedOutput()
+	if ctx.Err() != nil {
+		t.Fatalf("xrnicd still ran 60 s with 1.25 MiB of regions over --max-registered-bytes 1M:\n%s", out)
+	}
 	if err == nil {
 		t.Fatalf("xrnicd started with 1.25 MiB of regions over --max-registered-bytes 1M:\n%s", out)
 	}
