@@ -51,10 +51,11 @@ func (e *env) progress(format string, a ...any) {
 }
 
 // command builds a command of bin run in namespace ns ("" = here), in a
-// process group of its own so that cancelling ctx ends its children too.
+// process group of its own so that cancelling ctx ends its children too,
+// and killed if we die first (netns.CommandContext's Pdeathsig).
 func (e *env) command(ctx context.Context, ns, name string, args ...string) *exec.Cmd {
 	c := netns.CommandContext(ctx, ns, filepath.Join(e.bin, name), args...)
-	c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	c.SysProcAttr.Setpgid = true
 	c.Cancel = func() error { return syscall.Kill(-c.Process.Pid, syscall.SIGTERM) }
 	c.WaitDelay = 3 * time.Second
 	return c
