@@ -43,6 +43,23 @@ func acceptOne(ctx context.Context, d *Device, ln *Listener) error {
 	return req.Accept(ctx, qp, ConnParams{})
 }
 
+// connectAccepted connects a client with a valid MPA Request to ln and
+// accepts it on d; who names the client in failures.
+func connectAccepted(t *testing.T, d *Device, ln *Listener, who string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	errc := make(chan error, 1)
+	go func() { errc <- acceptOne(ctx, d, ln) }()
+	cli := newSide(t, 64, QPAttr{})
+	if err := cli.qp.Connect(ctx, ln.Addr().String(), ConnParams{}); err != nil {
+		t.Fatalf("%s: %v", who, err)
+	}
+	if err := <-errc; err != nil {
+		t.Fatalf("accept: %v", err)
+	}
+}
+
 // TestListenerSilentPeersDelayNobody: silent TCP connections (no MPA
 // Request) do not hold a legitimate client behind them; each handshake
 // runs on its own. A serial listener (the old one) made the client wait
@@ -57,17 +74,7 @@ func TestListenerSilentPeersDelayNobody(t *testing.T) {
 		defer c.Close()
 	}
 	waitInSetup(t, ln, 3)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	errc := make(chan error, 1)
-	go func() { errc <- acceptOne(ctx, d, ln) }()
-	cli := newSide(t, 64, QPAttr{})
-	if err := cli.qp.Connect(ctx, ln.Addr().String(), ConnParams{}); err != nil {
-		t.Fatalf("legitimate client behind 3 silent peers: %v", err)
-	}
-	if err := <-errc; err != nil {
-		t.Fatalf("accept: %v", err)
-	}
+	connectAccepted(t, d, ln, "legitimate client behind 3 silent peers")
 	if st := ln.Stats(); st.InSetup != 3 {
 		t.Errorf("in setup %d, want the 3 silent peers", st.InSetup)
 	}
@@ -100,17 +107,7 @@ func TestListenerAdmitBeforeRead(t *testing.T) {
 	}
 	admit = true
 	mu.Unlock()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	errc := make(chan error, 1)
-	go func() { errc <- acceptOne(ctx, d, ln) }()
-	cli := newSide(t, 64, QPAttr{})
-	if err := cli.qp.Connect(ctx, ln.Addr().String(), ConnParams{}); err != nil {
-		t.Fatal(err)
-	}
-	if err := <-errc; err != nil {
-		t.Fatal(err)
-	}
+	connectAccepted(t, d, ln, "admitted client")
 }
 
 // TestListenerPerPeerEviction: a connection over MaxSetupPerPeer evicts
@@ -135,17 +132,7 @@ func TestListenerPerPeerEviction(t *testing.T) {
 		conns = append(conns, c)
 		waitInSetup(t, ln, len(conns)) // in this order: conns[0] is the oldest
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	errc := make(chan error, 1)
-	go func() { errc <- acceptOne(ctx, d, ln) }()
-	cli := newSide(t, 64, QPAttr{})
-	if err := cli.qp.Connect(ctx, ln.Addr().String(), ConnParams{}); err != nil {
-		t.Fatalf("client over the per-peer bound: %v", err)
-	}
-	if err := <-errc; err != nil {
-		t.Fatalf("accept: %v", err)
-	}
+	connectAccepted(t, d, ln, "client over the per-peer bound")
 	conns[0].SetReadDeadline(time.Now().Add(5 * time.Second))
 	if _, err := conns[0].Read(make([]byte, 1)); !errors.Is(err, syscall.ECONNRESET) {
 		t.Errorf("oldest silent connection: %v, want a reset", err)

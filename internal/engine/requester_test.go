@@ -70,6 +70,11 @@ func rawResponderWith(t *testing.T, bufLen int, attr QPAttr, cp ConnParams, cfg 
 // Responses cover the whole requested sink range, in order. Responses
 // that skip bytes or end short draw DDP tagged base/bounds (1/1/0x01,
 // RFC 5041 §7.2) and a bad-response completion, never a short success.
+// The length check at the last segment catches the short ones on its
+// own; "overlapping" and "out of order" add up to the sink, so only the
+// check that each continues at the offset reached so far (RFC 5040 §5.2)
+// can: "overlapping" would complete a Read whose last 16 bytes never
+// arrived.
 func TestReadResponseMustCoverSink(t *testing.T) {
 	type part struct {
 		off, n int
@@ -82,6 +87,8 @@ func TestReadResponseMustCoverSink(t *testing.T) {
 		{"skips bytes", []part{{0, 16, false}, {32, 32, true}}},
 		{"ends short", []part{{0, 32, true}}},
 		{"starts late", []part{{8, 56, true}}},
+		{"overlapping", []part{{0, 32, false}, {16, 32, true}}},
+		{"out of order", []part{{32, 32, false}, {0, 32, true}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s, p := rawResponder(t, ConnParams{}, Config{})
