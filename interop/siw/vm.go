@@ -86,7 +86,8 @@ var (
 	guestAddr = netip.MustParseAddr("198.18.60.2")
 )
 
-// ErrNoQEMU means QEMU is not installed: the only reason the suite skips.
+// ErrNoQEMU means QEMU is not installed: the suite skips (fails under
+// CI=true, internal/require).
 var ErrNoQEMU = errors.New("qemu-system-x86_64 not found (Debian: apt-get install qemu-system-x86)")
 
 // Prepare runs prepare.sh (fetching and building only what the cache lacks)
@@ -381,14 +382,27 @@ func (g *Guest) Alive(ctx context.Context, timeout time.Duration) error {
 }
 
 // PostMortem says what became of a guest that stopped answering, for the
-// log: whether QEMU still runs and where its vCPU is, the host side of
-// the tap (has the guest sent anything, is an XDP program attached), and
+// log: the host side of the tap (has the guest sent anything, is an XDP
+// program attached, how often it lost its carrier, does QEMU still hold
+// it), whether QEMU still runs and where its vCPU is, QEMU's log, and
 // the guest kernel's own account: the agent makes an unknown NMI panic
 // (guest/), so the NMI sent here prints the backtrace of whatever the
 // guest was doing to the console. It leaves the guest dead: boot anew.
 func (g *Guest) PostMortem() string {
 	g.dead = true
 	var b strings.Builder
+	// The tap first: QEMU may exit once the NMI below panics the guest.
+	if g.NS != "" {
+		for _, args := range [][]string{{"-s", "-d", "link", "show", "dev", g.Tap}, {"neigh", "show", "dev", g.Tap}} {
+			out, err := exec.Command("ip", append([]string{"-n", g.NS}, args...)...).CombinedOutput()
+			fmt.Fprintf(&b, "ip %s: %s%v\n", strings.Join(args, " "), out, errOrEmpty(err))
+		}
+		// A tap loses its carrier when no descriptor of it is attached: say
+		// how often that happened, and whether QEMU still holds one.
+		out, err := exec.Command("ip", "netns", "exec", g.NS, "cat", "/sys/class/net/"+g.Tap+"/carrier_changes").CombinedOutput()
+		fmt.Fprintf(&b, "%s carrier_changes: %s%v\n", g.Tap, bytes.TrimSpace(out), errOrEmpty(err))
+		fmt.Fprintf(&b, "qemu's descriptors of %s: %s\n", g.Tap, g.tapHolders())
+	}
 	select {
 	case <-g.exited:
 		fmt.Fprintf(&b, "qemu exited (%v); qemu.log:\n%s\n", g.cmd.ProcessState, g.readFile("qemu.log"))
@@ -411,14 +425,41 @@ func (g *Guest) PostMortem() string {
 		case <-time.After(5 * time.Second):
 		}
 	}
-	if g.NS != "" {
-		for _, args := range [][]string{{"-s", "link", "show", "dev", g.Tap}, {"neigh", "show", "dev", g.Tap}} {
-			out, err := exec.Command("ip", append([]string{"-n", g.NS}, args...)...).CombinedOutput()
-			fmt.Fprintf(&b, "ip %s: %s%v\n", strings.Join(args, " "), out, errOrEmpty(err))
-		}
-	}
+	fmt.Fprintf(&b, "qemu.log (last 2 KiB): %s\n", tail(g.readFile("qemu.log"), 2048))
 	fmt.Fprintf(&b, "console (last 60 lines):\n%s", g.ConsoleTail(60))
 	return b.String()
+}
+
+// tapHolders lists QEMU's descriptors attached to the tap (tun's fdinfo
+// names the interface: "iff:\tNAME"), or says there are none.
+func (g *Guest) tapHolders() string {
+	if g.cmd == nil || g.cmd.Process == nil {
+		return "no qemu process"
+	}
+	dir := fmt.Sprintf("/proc/%d/fdinfo", g.cmd.Process.Pid)
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return err.Error()
+	}
+	var fds []string
+	for _, e := range ents {
+		info, err := os.ReadFile(filepath.Join(dir, e.Name()))
+		if err == nil && bytes.Contains(info, []byte("iff:\t"+g.Tap+"\n")) {
+			fds = append(fds, e.Name())
+		}
+	}
+	if len(fds) == 0 {
+		return "none (the tap is detached from QEMU)"
+	}
+	return "fd " + strings.Join(fds, ", ")
+}
+
+// tail is the last n bytes of s.
+func tail(s string, n int) string {
+	if len(s) > n {
+		return "..." + s[len(s)-n:]
+	}
+	return s
 }
 
 // Dead tells whether PostMortem has run on g.
