@@ -53,7 +53,7 @@ unit: ## all tests under the race detector (privileged tests skip unless root), 
 	GO=$(GO) PKGS='$(PKGS)' scripts/unit.sh
 
 interop: ## the Linux siw interop matrix: Debian's kernel + siw.ko under QEMU (root; docs/INTEROP.md)
-	bash -o pipefail -c 'XRNIC_INTEROP=1 $(GO) test -count=1 -timeout 20m -v $(INTEROP_RUN) ./interop/siw/ 2>&1 | scripts/interop-summary.sh'
+	GO=$(GO) INTEROP_RUN='$(INTEROP_RUN)' scripts/interop.sh
 
 mutants: ## the mutation check: each bound of SECURITY.md, removed, must fail its test (root; ~12 min; scripts/mutants.sh -l lists them)
 	scripts/mutants.sh
