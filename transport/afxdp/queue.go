@@ -74,7 +74,7 @@ func (x *Transport) newQueue(l *pollLoop, s *xsk.Socket) error {
 // iteration sent after its Poll armed the RTO), and the clock afresh (an
 // iteration that framed for a long while began long ago): a sleep that
 // outlasts an armed timer stalls a connection whose last segment or ACK
-// was lost, for good, since nothing else will wake the loop.
+// was lost until some unrelated frame happens to wake the loop.
 func (q *xdpQueue) timeoutMS() int {
 	now := q.clk.update()
 	next := min(q.stack.NextTimer(), q.sweepAt)
