@@ -5,14 +5,15 @@
  *
  * Semantics kept from rdma_cm(7): events come in order per id, each
  * rdma_get_cm_event needs an rdma_ack_cm_event, and no event names an id
- * after rdma_destroy_id. Destroying an id with unacked events is safe: the
- * memory stays until the last of them is acked (librdmacm blocks instead).
+ * after rdma_destroy_id, which (as librdmacm's) returns only once every
+ * event delivered for the id is acked; a CONNECT_REQUEST is its listener's.
  * An id created without a channel is synchronous: each call waits for its
  * event, kept in id->event until the next call.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "internal.h"
@@ -300,6 +301,34 @@ XAPI int rdma_create_id(struct rdma_event_channel *c, struct rdma_cm_id **idp,
 	return 0;
 }
 
+/* As librdmacm does, rdma_destroy_id returns once every event delivered
+   for the id is acked: a thread still handling its last event (rping's,
+   after DISCONNECTED) then loops back before the caller goes on to
+   destroy the channel. A caller holding such an event itself would wait
+   forever, as with librdmacm: say so instead of hanging silently. */
+static void wait_acked(struct xid *x)
+{
+	struct timespec until;
+	int said = 0;
+
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += 10;
+	pthread_mutex_lock(&xcm_lock);
+	while (x->unacked > 0) {
+		if (said) {
+			pthread_cond_wait(&xcm_acked, &xcm_lock);
+			continue;
+		}
+		if (pthread_cond_timedwait(&xcm_acked, &xcm_lock, &until) == ETIMEDOUT) {
+			said = 1;
+			xcm_say("rdma_destroy_id: waiting for %d unacked event(s) of this id; "
+				"call rdma_ack_cm_event on every event before destroying its id",
+				x->unacked);
+		}
+	}
+	pthread_mutex_unlock(&xcm_lock);
+}
+
 XAPI int rdma_destroy_id(struct rdma_cm_id *p)
 {
 	struct rdma_cm_event *held;
@@ -323,6 +352,7 @@ XAPI int rdma_destroy_id(struct rdma_cm_id *p)
 	x->pub.event = NULL;
 	if (held)
 		rdma_ack_cm_event(held);
+	wait_acked(x);
 	chan_release(x->chan, 0);
 	xid_unref(x);
 	return 0;
@@ -494,6 +524,8 @@ static int get_event(struct xchan *ch, struct rdma_cm_event **evp)
 		}
 		pthread_mutex_lock(&xcm_lock);
 		err = xtab_put((uintptr_t)ev, XK_EV, XT_OBJ);
+		if (!err)
+			(l ? l : x)->unacked++;
 		pthread_mutex_unlock(&xcm_lock);
 		if (err) {
 			if (l) {
@@ -539,6 +571,8 @@ XAPI int rdma_ack_cm_event(struct rdma_cm_event *e)
 	if (e && xtab_get((uintptr_t)e, XT_OBJ) == XK_EV) {
 		ev = (struct xev *)e;
 		xtab_del((uintptr_t)e, XT_OBJ);
+		(ev->listen ? ev->listen : ev->id)->unacked--;
+		pthread_cond_broadcast(&xcm_acked);
 	}
 	pthread_mutex_unlock(&xcm_lock);
 	if (!ev)

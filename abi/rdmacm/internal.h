@@ -34,6 +34,8 @@ struct xid {
 	struct xchan *chan;
 	int refs;      /* the application's (until destroy) + one per
 			  unacked event naming it */
+	int unacked;   /* delivered events it owns (a CONNECT_REQUEST is its
+			  listener's), not yet acked: rdma_destroy_id waits */
 	int destroyed; /* rdma_destroy_id ran: no more events, no calls */
 	int sync;      /* created without a channel: calls wait */
 	int own_cqs;   /* we made send/recv CQs and channels */
@@ -56,6 +58,7 @@ enum { XK_CHAN = 1, XK_ID, XK_EV, XK_DEVLIST };
 
 /* The table lock: taken briefly, never across a blocking call. */
 extern pthread_mutex_t xcm_lock;
+extern pthread_cond_t xcm_acked; /* an event was acked (with xcm_lock) */
 int xtab_put(uint64_t key, uintptr_t val, int which);
 uintptr_t xtab_get(uint64_t key, int which);
 void xtab_del(uint64_t key, int which);

@@ -10,6 +10,7 @@
 #include "internal.h"
 
 pthread_mutex_t xcm_lock = PTHREAD_MUTEX_INITIALIZER;
+pthread_cond_t xcm_acked = PTHREAD_COND_INITIALIZER;
 
 /* Open addressing with linear probing and backward-shift deletion; keys
    are never 0 (no object is at address 0 and serials start at 1). */
