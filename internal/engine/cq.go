@@ -20,6 +20,7 @@ type CQ struct {
 
 	mu       sync.Mutex
 	ring     []Completion // replaced by grow and Resize: read it under mu
+	size     int          // the depth made or resized (the ring may be shorter until needed)
 	head, n  int
 	reserved int // entries promised to posted WRs (queued ones included)
 	attached int // QPs completing here (Close refuses while any)
@@ -49,13 +50,19 @@ type PushCounter struct {
 	_       uint32
 }
 
+// cqInitialRing bounds the ring a CQ starts with: a CQ asked for many
+// entries (up to MaxCQE) takes their memory only as posts reserve them.
+const cqInitialRing = 4096
+
 const (
 	armNone = iota
 	armNext
 	armSolicited
 )
 
-// CreateCQ creates a CQ with room for depth completions.
+// CreateCQ creates a CQ with room for depth completions (and more as
+// posts need it, up to MaxCQE). Its ring starts at most cqInitialRing
+// long and grows as posts reserve entries.
 func (d *Device) CreateCQ(depth int) (*CQ, error) {
 	if depth <= 0 || depth > d.cfg.MaxCQE {
 		return nil, ErrBadAttr
@@ -65,7 +72,7 @@ func (d *Device) CreateCQ(depth int) (*CQ, error) {
 	if d.closed {
 		return nil, ErrClosed
 	}
-	cq := &CQ{dev: d, ring: make([]Completion, depth), wake: make(chan struct{}, 1), events: make(chan struct{}, 1)}
+	cq := &CQ{dev: d, ring: make([]Completion, min(depth, cqInitialRing)), size: depth, wake: make(chan struct{}, 1), events: make(chan struct{}, 1)}
 	d.cqs[cq] = struct{}{}
 	return cq, nil
 }
@@ -131,12 +138,12 @@ func (cq *CQ) removeDriven(qp *QP) {
 	}
 }
 
-// Cap returns the CQ's current capacity: what it was made or resized to,
-// or more once posts made it grow.
+// Cap returns the CQ's capacity: what it was made or resized to, or more
+// once posts made it grow.
 func (cq *CQ) Cap() int {
 	cq.mu.Lock()
 	defer cq.mu.Unlock()
-	return len(cq.ring)
+	return max(cq.size, len(cq.ring))
 }
 
 // Resize makes the CQ's ring hold n completions (ibv_resize_cq), keeping
@@ -158,14 +165,15 @@ func (cq *CQ) Resize(n int) (int, error) {
 	// Entries promised to outstanding WRs stay promised: the ring never
 	// shrinks below them (it would grow back on the next post anyway).
 	n = max(n, cq.reserved)
-	if n != len(cq.ring) {
-		cq.setRingLocked(n)
+	cq.size = n
+	if r := max(min(n, cqInitialRing), cq.reserved); r != len(cq.ring) {
+		cq.setRingLocked(r)
 	}
 	return n, nil
 }
 
-// setRingLocked replaces the ring by one of n entries (n >= cq.n), the
-// queued completions first, in order.
+// setRingLocked replaces the ring by one of n entries (n >=
+// cq.reserved), the queued completions first, in order.
 func (cq *CQ) setRingLocked(n int) {
 	r := make([]Completion, n)
 	k := copy(r, cq.ring[cq.head:min(cq.head+cq.n, len(cq.ring))])

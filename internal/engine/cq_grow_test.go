@@ -250,3 +250,39 @@ func TestCQResize(t *testing.T) {
 	}
 	resize(8, 0, ErrClosed)
 }
+
+// TestCQRingFollowsUse: a CQ asked for many entries starts with a short
+// ring and grows it as posts reserve entries; its capacity is what was
+// asked all along.
+func TestCQRingFollowsUse(t *testing.T) {
+	d, err := Open(Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	const asked = 1 << 18 // ofi_rxm's CQ
+	cq, err := d.CreateCQ(asked)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cq.Cap() != asked || len(cq.ring) != cqInitialRing {
+		t.Fatalf("capacity %d, ring %d", cq.Cap(), len(cq.ring))
+	}
+	for i := range cqInitialRing + 1 {
+		if !cq.reserve() {
+			t.Fatal("reserve")
+		}
+		cq.push(&Completion{ID: uint64(i)})
+	}
+	if cq.Cap() != asked || len(cq.ring) != 2*cqInitialRing {
+		t.Fatalf("capacity %d, ring %d", cq.Cap(), len(cq.ring))
+	}
+	wc := make([]Completion, 2*cqInitialRing)
+	if n := cq.Poll(wc); n != cqInitialRing+1 || wc[n-1].ID != cqInitialRing {
+		t.Fatalf("polled %d, last %d", n, wc[n-1].ID)
+	}
+	// A resize to the same size gives the memory back.
+	if n, err := cq.Resize(asked); err != nil || n != asked || len(cq.ring) != cqInitialRing {
+		t.Fatalf("Resize: %d, %v, ring %d", n, err, len(cq.ring))
+	}
+}
