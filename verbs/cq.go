@@ -10,9 +10,9 @@ import (
 )
 
 // CQ is a completion queue (ibv_cq). Every posted work request reserves
-// one entry until its completion is polled, so completions are never lost:
-// posting fails with ErrCQFull instead. Its depth must cover the SQ and RQ
-// depths of the queues attached to it.
+// one entry until its completion is polled, so completions are never lost;
+// the queues attached may be deeper than the CQ, which grows as needed up
+// to the device's MaxCQE. Only a CQ at MaxCQE refuses posts (ErrCQFull).
 type CQ struct {
 	dev *Device
 	c   cqImpl
@@ -122,8 +122,16 @@ var _ transport.Driver = (*CQ)(nil)
 // Len returns the number of completions waiting to be polled.
 func (cq *CQ) Len() int { return cq.c.len() + int(cq.nkept.Load()) }
 
-// Depth returns the CQ's capacity.
+// Depth returns the CQ's capacity: as made or resized, or more once posts
+// made it grow.
 func (cq *CQ) Depth() int { return cq.c.cap() }
+
+// Resize changes the CQ's capacity to n (ibv_resize_cq), keeping the
+// completions queued, and returns the capacity made: at least n, more
+// while more entries are reserved by posted work requests. n below the
+// completions queued (Len, less those a synchronous helper kept), or
+// outside 1..MaxCQE, is ErrBadAttr.
+func (cq *CQ) Resize(n int) (int, error) { return cq.c.resize(n) }
 
 // Close destroys the CQ (ibv_destroy_cq); QPs using it must be closed
 // first.

@@ -61,7 +61,7 @@ type DeviceConfig struct {
 	MaxQPs     int    // 1024
 	MaxWR      int    // per queue, 4096
 	MaxSGE     int    // per WR, 16
-	MaxCQE     int    // per CQ, 65536
+	MaxCQE     int    // per CQ, 4194304
 	MaxMR      int    // 65536
 	MaxORD     int    // outbound Reads+Atomics per QP, 128
 	MaxIRD     int    // inbound Reads+Atomics per QP, 128

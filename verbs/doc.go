@@ -67,10 +67,11 @@
 //
 // Posting copies the work request (SGL included) and never blocks or
 // allocates; nor does Poll. Every posted WR reserves a CQ entry until its
-// completion is polled, so a CQ's depth must cover the depths of the
-// queues attached to it, and a full CQ refuses posts (ErrCQFull) instead
-// of losing completions. Exec, FetchAdd, CmpSwap, Read and Write are
-// synchronous conveniences for tools, built on the same post and poll.
+// completion is polled, so no completion is ever lost: a full CQ grows
+// (a rare allocation), up to MaxCQE, and one at MaxCQE refuses posts
+// (ErrCQFull). The queues attached to a CQ may exceed its depth. Exec,
+// FetchAdd, CmpSwap, Read and Write are synchronous conveniences for
+// tools, built on the same post and poll.
 //
 // # Atomicity scope
 //

@@ -191,6 +191,7 @@ func (c *kernelCQ) countPushes(p *engine.PushCounter) { c.cq.CountPushes(p) }
 func (c *kernelCQ) drive() transport.DriveResult      { return c.cq.Drive() }
 func (c *kernelCQ) len() int                          { return c.cq.Len() }
 func (c *kernelCQ) cap() int                          { return c.cq.Cap() }
+func (c *kernelCQ) resize(n int) (int, error)         { return c.cq.Resize(n) }
 func (c *kernelCQ) close() error                      { return mapErr(c.cq.Close()) }
 func (k *kernelDev) close() error                     { return k.d.Close() }
 func (k *kernelDev) memStats() (mem.CheckCounts, int) {

@@ -60,6 +60,7 @@ type cqImpl interface {
 	drive() transport.DriveResult
 	len() int
 	cap() int
+	resize(n int) (int, error)
 	close() error
 }
 

@@ -183,11 +183,9 @@ func createCQ(cqe int32, chh, cookie uint64, out *uint64, depth *int32) int {
 	if cqe <= 0 || int(cqe) > maxCQE {
 		return fail(syscall.EINVAL, "xrnic_create_cq: cqe %d outside 1..%d", cqe, maxCQE)
 	}
-	// Twice what was asked (within the device limit): a CQ must cover the
-	// depths of the queues attached to it here, which InfiniBand does not
-	// require, and applications size shared CQs tightly.
-	n := min(max(2*int(cqe), 64), maxCQE)
-	cq, err := d.CreateCQ(n)
+	// What was asked: the CQ grows when the queues attached to it need
+	// more (up to max_cqe), so no headroom is needed here.
+	cq, err := d.CreateCQ(int(cqe))
 	if err != nil {
 		return fail(syscall.ENOMEM, "xrnic_create_cq: %v", err)
 	}
@@ -202,6 +200,26 @@ func createCQ(cqe int32, chh, cookie uint64, out *uint64, depth *int32) int {
 		go c.notifier()
 	}
 	*out, *depth = h, int32(cq.Depth())
+	return 0
+}
+
+// resizeCQ is xrnic_cq_resize.
+func resizeCQ(h uint64, cqe int32, actual *int32) int {
+	c := getT[cqObj](h)
+	if c == nil {
+		return fail(syscall.EBADF, "xrnic_cq_resize: no such CQ")
+	}
+	if maxCQE := dev.a.MaxCQE; cqe <= 0 || int(cqe) > maxCQE {
+		return fail(syscall.EINVAL, "xrnic_cq_resize: cqe %d outside 1..%d", cqe, maxCQE)
+	}
+	n, err := c.cq.Resize(int(cqe))
+	if err != nil {
+		if errors.Is(err, verbs.ErrBadAttr) {
+			return fail(syscall.EINVAL, "xrnic_cq_resize: cqe %d is below the %d completions queued (poll them first)", cqe, c.cq.Len())
+		}
+		return fail(syscall.EINVAL, "xrnic_cq_resize: %v", err)
+	}
+	*actual = int32(n)
 	return 0
 }
 
@@ -387,10 +405,6 @@ func createQP(pdh uint64, in *qpInitT, out *uint64, qpn *uint32) int {
 	qp, err := p.pd.CreateQP(verbs.QPAttr{SendCQ: scq.cq, RecvCQ: rcq.cq, SQDepth: sq, RQDepth: int(in.MaxRecvWR),
 		MaxSGE: sge, SigAll: in.SQSigAll != 0, MaxInlineData: int(in.MaxInlineData)})
 	if err != nil {
-		if errors.Is(err, verbs.ErrCQOverflow) {
-			return fail(syscall.ENOMEM, "xrnic_create_qp: %v (send CQ depth %d, receive CQ depth %d, SQ %d, RQ %d)", err,
-				scq.cq.Depth(), rcq.cq.Depth(), sq, in.MaxRecvWR)
-		}
 		if errors.Is(err, verbs.ErrTooManyQPs) {
 			return fail(syscall.ENOMEM, "xrnic_create_qp: %v", err)
 		}

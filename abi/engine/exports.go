@@ -167,6 +167,19 @@ func xrnic_create_cq(cqe C.int, ch, cookie C.uint64_t, cq *C.uint64_t, depth *C.
 //export xrnic_destroy_cq
 func xrnic_destroy_cq(cq C.uint64_t) C.int { return C.int(destroyCQ(uint64(cq))) }
 
+//export xrnic_cq_resize
+func xrnic_cq_resize(cq C.uint64_t, cqe C.int, actual *C.int) C.int {
+	if actual == nil {
+		return C.int(fail(22, "xrnic_cq_resize: NULL argument"))
+	}
+	var n int32
+	e := resizeCQ(uint64(cq), int32(cqe), &n)
+	if e == 0 {
+		*actual = C.int(n)
+	}
+	return C.int(e)
+}
+
 //export xrnic_poll_cq
 func xrnic_poll_cq(cq C.uint64_t, n C.int, wc *C.struct_xrnic_wc) C.int {
 	return C.int(pollCQ(uint64(cq), int32(n), (*wcT)(unsafe.Pointer(wc))))

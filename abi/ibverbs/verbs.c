@@ -329,7 +329,17 @@ EXPORT struct ibv_cq *ibv_create_cq(struct ibv_context *context, int cqe,
 
 EXPORT int ibv_resize_cq(struct ibv_cq *cq, int cqe)
 {
-	return to_xcq(cq) ? EOPNOTSUPP : EINVAL;
+	struct xcq *x = to_xcq(cq);
+	int err, actual = 0;
+
+	if (!x || cqe < 1)
+		return EINVAL;
+	/* EINVAL (too small for what is queued) is the caller's to handle:
+	   no report on stderr (XRNIC_DEBUG=1 shows the engine's reason). */
+	err = xrnic_cq_resize(x->h, cqe, &actual);
+	if (!err)
+		cq->cqe = actual;
+	return err;
 }
 
 EXPORT int ibv_destroy_cq(struct ibv_cq *cq)

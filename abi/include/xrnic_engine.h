@@ -143,10 +143,17 @@ struct xrnic_wc {
 	uint8_t dlid_path_bits;
 };
 
-/* ch 0: no completion channel. depth gets the depth made (>= cqe). */
+/* ch 0: no completion channel. depth gets the depth made (>= cqe). A CQ
+   grows as work requests are posted, up to max_cqe: the queues attached
+   may exceed its depth. */
 int xrnic_create_cq(int cqe, uint64_t ch, uint64_t cookie, uint64_t *cq,
 		    int *depth);
 int xrnic_destroy_cq(uint64_t cq); /* EBUSY while QPs use it */
+/* ibv_resize_cq: makes room for cqe completions, keeping those queued;
+   *actual gets the size made (more than cqe while more entries are
+   reserved by posted work requests). EINVAL: cqe outside 1..max_cqe, or
+   below the completions queued. */
+int xrnic_cq_resize(uint64_t cq, int cqe, int *actual);
 int xrnic_poll_cq(uint64_t cq, int n, struct xrnic_wc *wc);
 /* Where a CQ counts its completions (xrnic_cq_count_pushes). */
 struct xrnic_push_counter {

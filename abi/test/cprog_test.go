@@ -105,7 +105,7 @@ func checks(out string) (order []string, results map[string][]string) {
 // cChecks are the checks abitest.c reports on each side.
 var cChecks = []string{"device_query", "write_imm_zero_sge", "xrnicdv_imm64", "atomics", "masked_atomics",
 	"bad_rkey_read", "local_length_error", "terminate_async_event", "completion_channel", "many_qps",
-	"many_qps_disconnect"}
+	"many_qps_disconnect", "small_cq"}
 
 // reportChecks makes a subtest per check of one side's output; a check
 // that never reported fails (the program crashed or hung before it).

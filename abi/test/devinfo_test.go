@@ -28,7 +28,7 @@ var documented = map[string]string{
 	"max_qp":              "1024",
 	"max_qp_wr":           "4096",
 	"max_sge":             "16",
-	"max_cqe":             "65536",
+	"max_cqe":             "4194304",
 	"max_mr":              "65536",
 	"max_mr_size":         "0x7fffffffffffffff",
 	"max_qp_rd_atom":      "128", // IRD

@@ -9,18 +9,21 @@ import (
 	"xrnic/transport"
 )
 
-// CQ is a completion queue: a fixed ring of Completions. Every posted work
+// CQ is a completion queue: a ring of Completions. Every posted work
 // request reserves one entry until its completion is polled (or, for an
 // unsignalled success, until it completes), so a completion can never be
-// lost: posting fails with ErrCQFull instead.
+// lost. A reservation that finds the ring full doubles it, up to the
+// device's MaxCQE, so the queues attached may exceed the CQ's depth as on
+// hardware; only a CQ at MaxCQE refuses a post (ErrCQFull).
 type CQ struct {
 	dev *Device
 
 	mu       sync.Mutex
-	ring     []Completion
+	ring     []Completion // replaced by grow and Resize: read it under mu
+	size     int          // the depth made or resized (the ring may be shorter until needed)
 	head, n  int
 	reserved int // entries promised to posted WRs (queued ones included)
-	attached int // sum of the depths of the queues attached
+	attached int // QPs completing here (Close refuses while any)
 	armed    uint8
 	closed   bool
 
@@ -47,13 +50,19 @@ type PushCounter struct {
 	_       uint32
 }
 
+// cqInitialRing bounds the ring a CQ starts with: a CQ asked for many
+// entries (up to MaxCQE) takes their memory only as posts reserve them.
+const cqInitialRing = 4096
+
 const (
 	armNone = iota
 	armNext
 	armSolicited
 )
 
-// CreateCQ creates a CQ with room for depth completions.
+// CreateCQ creates a CQ with room for depth completions (and more as
+// posts need it, up to MaxCQE). Its ring starts at most cqInitialRing
+// long and grows as posts reserve entries.
 func (d *Device) CreateCQ(depth int) (*CQ, error) {
 	if depth <= 0 || depth > d.cfg.MaxCQE {
 		return nil, ErrBadAttr
@@ -63,7 +72,7 @@ func (d *Device) CreateCQ(depth int) (*CQ, error) {
 	if d.closed {
 		return nil, ErrClosed
 	}
-	cq := &CQ{dev: d, ring: make([]Completion, depth), wake: make(chan struct{}, 1), events: make(chan struct{}, 1)}
+	cq := &CQ{dev: d, ring: make([]Completion, min(depth, cqInitialRing)), size: depth, wake: make(chan struct{}, 1), events: make(chan struct{}, 1)}
 	d.cqs[cq] = struct{}{}
 	return cq, nil
 }
@@ -129,8 +138,59 @@ func (cq *CQ) removeDriven(qp *QP) {
 	}
 }
 
-// Cap returns the CQ capacity.
-func (cq *CQ) Cap() int { return len(cq.ring) }
+// Cap returns the CQ's capacity: what it was made or resized to, or more
+// once posts made it grow.
+func (cq *CQ) Cap() int {
+	cq.mu.Lock()
+	defer cq.mu.Unlock()
+	return max(cq.size, len(cq.ring))
+}
+
+// Resize makes the CQ's ring hold n completions (ibv_resize_cq), keeping
+// those queued in order, and returns the size made: n, or more when more
+// entries are reserved by posted WRs (verbs allows a larger size). n
+// below the completions queued, or outside 1..MaxCQE, is ErrBadAttr.
+func (cq *CQ) Resize(n int) (int, error) {
+	if n <= 0 || n > cq.dev.cfg.MaxCQE {
+		return 0, ErrBadAttr
+	}
+	cq.mu.Lock()
+	defer cq.mu.Unlock()
+	if cq.closed {
+		return 0, ErrClosed
+	}
+	if n < cq.n {
+		return 0, ErrBadAttr
+	}
+	// Entries promised to outstanding WRs stay promised: the ring never
+	// shrinks below them (it would grow back on the next post anyway).
+	n = max(n, cq.reserved)
+	cq.size = n
+	if r := max(min(n, cqInitialRing), cq.reserved); r != len(cq.ring) {
+		cq.setRingLocked(r)
+	}
+	return n, nil
+}
+
+// setRingLocked replaces the ring by one of n entries (n >=
+// cq.reserved), the queued completions first, in order.
+func (cq *CQ) setRingLocked(n int) {
+	r := make([]Completion, n)
+	k := copy(r, cq.ring[cq.head:min(cq.head+cq.n, len(cq.ring))])
+	copy(r[k:cq.n], cq.ring)
+	cq.ring, cq.head = r, 0
+}
+
+// growLocked doubles the ring, up to MaxCQE; false when it is there.
+// It allocates, under mu, but only while the CQ's demand rises.
+func (cq *CQ) growLocked() bool {
+	n := min(2*len(cq.ring), cq.dev.cfg.MaxCQE)
+	if n <= len(cq.ring) {
+		return false
+	}
+	cq.setRingLocked(n)
+	return true
+}
 
 // Len returns the number of completions waiting to be polled.
 func (cq *CQ) Len() int {
@@ -208,26 +268,29 @@ func (cq *CQ) Close() error {
 	return nil
 }
 
-func (cq *CQ) attach(depth int) bool {
+// attach records a QP completing here; false if the CQ is closed. The
+// QP's queues may exceed the ring: reserve grows it.
+func (cq *CQ) attach() bool {
 	cq.mu.Lock()
 	defer cq.mu.Unlock()
-	if cq.closed || cq.attached+depth > len(cq.ring) {
+	if cq.closed {
 		return false
 	}
-	cq.attached += depth
+	cq.attached++
 	return true
 }
 
-func (cq *CQ) detach(depth int) {
+func (cq *CQ) detach() {
 	cq.mu.Lock()
-	cq.attached -= depth
+	cq.attached--
 	cq.mu.Unlock()
 }
 
-// reserve promises an entry to a WR being posted.
+// reserve promises an entry to a WR being posted, growing a full ring;
+// false only when the ring is full at MaxCQE.
 func (cq *CQ) reserve() bool {
 	cq.mu.Lock()
-	ok := cq.reserved < len(cq.ring)
+	ok := cq.reserved < len(cq.ring) || cq.growLocked()
 	if ok {
 		cq.reserved++
 	}

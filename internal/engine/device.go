@@ -25,7 +25,7 @@ type Config struct {
 	MaxQPs     int    // 1024
 	MaxWR      int    // per queue, 4096
 	MaxSGE     int    // per WR, 16
-	MaxCQE     int    // per CQ, 65536
+	MaxCQE     int    // per CQ, 4194304 (a CQ's memory follows its use)
 	MaxMR      int    // 65536 (STag table size)
 	MaxORD     int    // outbound Reads+Atomics per QP, 128 (at most 0x3FFE)
 	MaxIRD     int    // inbound Reads+Atomics per QP, 128 (at most 0x3FFE)
@@ -76,7 +76,7 @@ func (c *Config) setDefaults() {
 	def(&c.MaxQPs, 1024)
 	def(&c.MaxWR, 4096)
 	def(&c.MaxSGE, 16)
-	def(&c.MaxCQE, 1<<16)
+	def(&c.MaxCQE, 1<<22)
 	def(&c.MaxMR, 1<<16)
 	def(&c.MaxORD, 128)
 	def(&c.MaxIRD, 128)

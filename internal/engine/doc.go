@@ -74,9 +74,9 @@
 // negotiated ORD (more may be posted; they wait in the SQ); FlagFence holds
 // a WR until all earlier Reads/Atomics completed. Unsignalled successful
 // WRs produce no completion; errors always do. Every posted WR reserves a
-// CQ entry until it is polled, so a completion can never be lost (posting
-// fails with ErrCQFull instead), and CreateQP refuses CQs smaller than the
-// depths of the queues attached to them.
+// CQ entry until it is polled, so a completion can never be lost: a full
+// CQ grows (doubling, up to MaxCQE), and posting fails with ErrCQFull only
+// at MaxCQE. The queues attached to a CQ may exceed its depth.
 //
 // # Errors
 //

@@ -247,9 +247,9 @@ type QP struct {
 
 const ddpUntaggedLen = 18
 
-// CreateQP creates a QP in state QPInit. The CQs must have room for the
-// queues attached to them (a CQ's capacity covers the depths of every
-// queue it serves), so that no completion can ever be lost.
+// CreateQP creates a QP in state QPInit. Its queues may be deeper than
+// its CQs: a CQ grows as posts reserve its entries (CQ), so no
+// completion is ever lost.
 func (d *Device) CreateQP(a QPAttr) (*QP, error) {
 	if a.MaxSGE == 0 {
 		a.MaxSGE = 4
@@ -267,18 +267,12 @@ func (d *Device) CreateQP(a QPAttr) (*QP, error) {
 	if a.SendCQ.dev != d || a.RecvCQ.dev != d {
 		return nil, ErrWrongDevice
 	}
-	if a.SendCQ == a.RecvCQ {
-		if !a.SendCQ.attach(a.SQDepth + a.RQDepth) {
-			return nil, ErrCQOverflow
-		}
-	} else {
-		if !a.SendCQ.attach(a.SQDepth) {
-			return nil, ErrCQOverflow
-		}
-		if !a.RecvCQ.attach(a.RQDepth) {
-			a.SendCQ.detach(a.SQDepth)
-			return nil, ErrCQOverflow
-		}
+	if !a.SendCQ.attach() {
+		return nil, ErrClosed
+	}
+	if a.RecvCQ != a.SendCQ && !a.RecvCQ.attach() {
+		a.SendCQ.detach()
+		return nil, ErrClosed
 	}
 	rq := a.RQDepth
 	if rq == 0 {
@@ -318,11 +312,9 @@ func (d *Device) CreateQP(a QPAttr) (*QP, error) {
 }
 
 func (qp *QP) detachCQs() {
-	if qp.scq == qp.rcq {
-		qp.scq.detach(len(qp.sq) - 1 + len(qp.rq))
-	} else {
-		qp.scq.detach(len(qp.sq) - 1)
-		qp.rcq.detach(len(qp.rq))
+	qp.scq.detach()
+	if qp.rcq != qp.scq {
+		qp.rcq.detach()
 	}
 }
 

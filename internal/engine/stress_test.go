@@ -267,23 +267,38 @@ func TestCloseOrderly(t *testing.T) {
 	}
 }
 
-func TestCQOverflowRefused(t *testing.T) {
+// TestCQAttachBeyondDepth: queues deeper than their CQ are accepted (the
+// CQ grows as posts need it), and a CQ with QPs on it cannot be closed,
+// even one that only serves an RQ of depth 0.
+func TestCQAttachBeyondDepth(t *testing.T) {
 	d, _ := Open(Config{})
 	defer d.Close()
 	cq, _ := d.CreateCQ(10)
-	if _, err := d.CreateQP(QPAttr{PD: d.AllocPD(), SendCQ: cq, RecvCQ: cq, SQDepth: 8, RQDepth: 4}); err != ErrCQOverflow {
-		t.Fatalf("err %v", err)
-	}
-	qp, err := d.CreateQP(QPAttr{PD: d.AllocPD(), SendCQ: cq, RecvCQ: cq, SQDepth: 6, RQDepth: 4})
+	rcq, _ := d.CreateCQ(1)
+	qp, err := d.CreateQP(QPAttr{PD: d.AllocPD(), SendCQ: cq, RecvCQ: cq, SQDepth: 8, RQDepth: 4})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cq.Close() != ErrCQBusy {
+	qp2, err := d.CreateQP(QPAttr{PD: d.AllocPD(), SendCQ: cq, RecvCQ: rcq, SQDepth: 384, RQDepth: 0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cq.Close() != ErrCQBusy || rcq.Close() != ErrCQBusy {
 		t.Fatal("CQ closed under a QP")
 	}
 	qp.Close()
+	if cq.Close() != ErrCQBusy {
+		t.Fatal("CQ closed under the second QP")
+	}
+	qp2.Close()
 	if err := cq.Close(); err != nil {
 		t.Fatal(err)
+	}
+	if err := rcq.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.CreateQP(QPAttr{PD: d.AllocPD(), SendCQ: cq, RecvCQ: cq, SQDepth: 1}); err != ErrClosed {
+		t.Fatalf("QP on a closed CQ: %v", err)
 	}
 }
 

@@ -19,10 +19,10 @@ var (
 	ErrClosed       = errors.New("xrnic: closed")
 	ErrBadAttr      = errors.New("xrnic: attribute out of the device limits (see the device's Attributes)")
 	ErrTooManyQPs   = errors.New("xrnic: too many QPs (raise the device's MaxQPs)")
-	ErrCQOverflow   = errors.New("xrnic: CQ too small for the queues attached to it (its depth must cover their SQ/RQ depths)")
+	ErrCQOverflow   = errors.New("xrnic: CQ too small for the queues attached to it") // no longer returned: CQs grow
 	ErrCQBusy       = errors.New("xrnic: CQ still has QPs attached (close them first)")
 	ErrQueueFull    = errors.New("xrnic: work queue full (poll the CQ)")
-	ErrCQFull       = errors.New("xrnic: CQ has no room for another outstanding work request (poll it)")
+	ErrCQFull       = errors.New("xrnic: CQ at the device's max_cqe has no room for another outstanding work request (poll it)")
 	ErrInvalidWR    = errors.New("xrnic: invalid work request (opcode, flags, SGE count or atomic buffer)")
 	ErrTooLong      = errors.New("xrnic: message longer than the device maximum")
 	ErrState        = errors.New("xrnic: QP is not in a state that allows this")

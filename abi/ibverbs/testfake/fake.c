@@ -180,6 +180,14 @@ E int xrnic_destroy_cq(uint64_t cq)
 	return 0;
 }
 
+E int xrnic_cq_resize(uint64_t cq, int cqe, int *actual)
+{
+	if (cqe < 1 || cqe > 65536 || cqe < cq_n[cq])
+		return EINVAL;
+	*actual = cqe;
+	return 0;
+}
+
 E int xrnic_poll_cq(uint64_t cq, int n, struct xrnic_wc *wc)
 {
 	int k = n < cq_n[cq] ? n : cq_n[cq];

@@ -132,6 +132,11 @@ int main(void)
 	cq = ibv_create_cq(c, 16, (void *)0xc0ffee, ch, 0);
 	CHECK(cq && cq->cqe >= 16);
 	CHECK(ibv_destroy_comp_channel(ch) == EBUSY);
+	/* ibv_resize_cq reports the engine's size in cq->cqe. */
+	CHECK(ibv_resize_cq(cq, 100) == 0 && cq->cqe == 100);
+	CHECK(ibv_resize_cq(cq, 0) == EINVAL && cq->cqe == 100);
+	CHECK(ibv_resize_cq(cq, 1 << 20) == EINVAL && cq->cqe == 100);
+	CHECK(ibv_resize_cq(cq, 16) == 0 && cq->cqe == 16);
 
 	memset(&ia, 0, sizeof(ia));
 	ia.send_cq = cq;

@@ -263,6 +263,7 @@ struct opts {
 	int depth;    /* send and receive queue depth */
 	int channel;  /* receive CQ on a completion channel */
 	int shared_cq; /* server: use the shared CQ/PD/MR (many QPs) */
+	int cqe;      /* CQ size asked (0: depth) */
 	size_t buflen;
 };
 
@@ -330,8 +331,8 @@ static int setup_qp(const char *name, struct conn *c, const struct opts *o)
 			}
 			fcntl(c->cch->fd, F_SETFL, fcntl(c->cch->fd, F_GETFL) | O_NONBLOCK);
 		}
-		c->scq = ibv_create_cq(ctx, o->depth, NULL, c->cch, 0);
-		c->rcq = ibv_create_cq(ctx, o->depth, NULL, c->cch, 0);
+		c->scq = ibv_create_cq(ctx, o->cqe ? o->cqe : o->depth, NULL, c->cch, 0);
+		c->rcq = ibv_create_cq(ctx, o->cqe ? o->cqe : o->depth, NULL, c->cch, 0);
 		if (!c->scq || !c->rcq) {
 			fail(name, "ibv_create_cq: %s", strerror(errno));
 			return -1;
@@ -1198,6 +1199,85 @@ static void case_len_err(int server)
 	conn_close(name, &c);
 }
 
+/* What libfabric's verbs provider, qperf and MPI do: a QP of 384 + 384
+   on 1-entry CQs. Every WR is posted before any is polled: the CQs grow,
+   and every completion arrives once, in order. The client's send CQ is
+   resized meanwhile: never below what it holds (EINVAL), nor below what
+   posted WRs reserved (cq->cqe says so), and its entries survive. */
+#define NSMALL 384
+static void case_small_cq(int server)
+{
+	const char *name = "small_cq";
+	struct opts o = {.depth = NSMALL, .cqe = 1, .buflen = BUFSZ};
+	struct conn c;
+	struct ibv_wc wc[NSMALL];
+	int bad, n, i;
+	if (server) {
+		bad = server_accept(name, &c, &o, NSMALL, 8, 0x1000);
+		n = bad ? 0 : poll_n(c.rcq, wc, NSMALL, TIMEOUT_MS);
+		for (i = 0; !bad && i < n; i++)
+			if (wc[i].wr_id != 0x1000u + i || wc[i].status != IBV_WC_SUCCESS || wc[i].byte_len != 8)
+				break;
+		if (!bad && (n != NSMALL || i != n))
+			fail(name, "receiver: %d of %d completions, #%d wr_id %#" PRIx64 " %s", n, NSMALL, i,
+			     i < n ? wc[i].wr_id : 0, i < n ? wcs(wc[i].status) : "-");
+		else if (!bad && extra_completion(c.rcq, 50))
+			fail(name, "receiver: an extra completion");
+		else if (!bad)
+			ok(name, "receiver: %d receives on a CQ of %d, in order", n, c.rcq->cqe);
+		ctrl_expect(name, "end");
+		conn_close(name, &c);
+		return;
+	}
+	bad = client_connect(name, &c, &o, 0);
+	for (i = 0; !bad && i < NSMALL; i++)
+		if (post1(&c, IBV_WR_SEND, i, c.buf + 8 * i, 8, 0, 0, IBV_SEND_SIGNALED)) {
+			fail(name, "ibv_post_send #%d on a CQ of %d: %s", i, c.scq->cqe, strerror(errno));
+			bad = -1;
+		}
+	struct ibv_device_attr da;
+	if (!bad && ibv_query_device(c.id->verbs, &da)) {
+		fail(name, "ibv_query_device: %s", strerror(errno));
+		bad = -1;
+	}
+	if (!bad && (ibv_resize_cq(c.scq, 0) != EINVAL || ibv_resize_cq(c.scq, da.max_cqe + 1) != EINVAL)) {
+		fail(name, "ibv_resize_cq to 0 or max_cqe + 1 accepted");
+		bad = -1;
+	}
+	/* Until more than 5 completions are queued, a resize to 5 keeps the
+	   384 entries reserved; then it is EINVAL. */
+	long long deadline = now_ms() + TIMEOUT_MS;
+	int r = 0;
+	while (!bad && (r = ibv_resize_cq(c.scq, 5)) == 0 && c.scq->cqe == NSMALL && now_ms() < deadline)
+		usleep(1000);
+	if (!bad && r != EINVAL) {
+		fail(name, "ibv_resize_cq(5) with %d sends outstanding: %d, cqe %d", NSMALL, r, c.scq->cqe);
+		bad = -1;
+	}
+	if (!bad && (ibv_resize_cq(c.scq, NSMALL) || c.scq->cqe != NSMALL ||
+		     ibv_resize_cq(c.scq, 4 * NSMALL) || c.scq->cqe != 4 * NSMALL)) {
+		fail(name, "ibv_resize_cq to %d and %d: cqe %d", NSMALL, 4 * NSMALL, c.scq->cqe);
+		bad = -1;
+	}
+	if (!bad) {
+		n = poll_n(c.scq, wc, NSMALL, TIMEOUT_MS);
+		for (i = 0; i < n; i++)
+			if (wc[i].wr_id != (uint64_t)i || wc[i].status != IBV_WC_SUCCESS || wc[i].opcode != IBV_WC_SEND)
+				break;
+		if (n != NSMALL || i != n)
+			fail(name, "sender: %d of %d completions, #%d wr_id %#" PRIx64 " %s", n, NSMALL, i,
+			     i < n ? wc[i].wr_id : 0, i < n ? wcs(wc[i].status) : "-");
+		else if (extra_completion(c.scq, 50))
+			fail(name, "sender: an extra completion");
+		else if (ibv_resize_cq(c.scq, 2) || c.scq->cqe != 2)
+			fail(name, "ibv_resize_cq(2) on an idle CQ: cqe %d", c.scq->cqe);
+		else
+			ok(name, "sender: %d sends on a CQ of 1, resized, in order", n);
+	}
+	ctrl_send("end");
+	conn_close(name, &c);
+}
+
 /* Waits for a completion event on c's channel; 0 if it came for cq. */
 static int wait_cq_event(const char *name, struct conn *c, struct ibv_cq *cq, int ms)
 {
@@ -1437,6 +1517,7 @@ static const struct {
 	{"term_async", case_term_async},
 	{"comp_channel", case_comp_channel},
 	{"many_qps", case_many_qps},
+	{"small_cq", case_small_cq},
 };
 #define NCASES (int)(sizeof(cases) / sizeof(cases[0]))
 
