@@ -10,6 +10,7 @@
  * An id created without a channel is synchronous: each call waits for its
  * event, kept in id->event until the next call.
  */
+#include <ifaddrs.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -175,6 +176,35 @@ static int wildcard(const struct sockaddr *sa)
 	if (sa->sa_family == AF_INET)
 		return ((const struct sockaddr_in *)sa)->sin_addr.s_addr == htonl(INADDR_ANY);
 	return IN6_IS_ADDR_UNSPECIFIED(&((const struct sockaddr_in6 *)sa)->sin6_addr);
+}
+
+/* Whether sa is an address of the device's interface. Only those bind an
+   id to the device (id->verbs), as in the kernel's rdma_cm: a loopback
+   address or another interface's leaves verbs NULL, which libfabric's
+   verbs provider reads as "listen on the device's own addresses" (else
+   it would advertise 127.0.0.1 to its peers). */
+static int on_device(const struct sockaddr *sa)
+{
+	struct xrnic_device_attr a;
+	struct ifaddrs *ifs, *i;
+	int yes = 0;
+
+	if (!xcm_device() || xrnic_query_device(&a) || getifaddrs(&ifs))
+		return 0;
+	for (i = ifs; i && !yes; i = i->ifa_next) {
+		const struct sockaddr *ia = i->ifa_addr;
+
+		if (!ia || ia->sa_family != sa->sa_family || strcmp(i->ifa_name, a.ifname))
+			continue;
+		if (sa->sa_family == AF_INET)
+			yes = ((const struct sockaddr_in *)ia)->sin_addr.s_addr ==
+			      ((const struct sockaddr_in *)sa)->sin_addr.s_addr;
+		else
+			yes = !memcmp(&((const struct sockaddr_in6 *)ia)->sin6_addr,
+				      &((const struct sockaddr_in6 *)sa)->sin6_addr, sizeof(struct in6_addr));
+	}
+	freeifaddrs(ifs);
+	return yes;
 }
 
 static void id_free(struct xid *x)
@@ -652,7 +682,7 @@ XAPI int rdma_bind_addr(struct rdma_cm_id *p, struct sockaddr *addr)
 	}
 	set_addr(&x->pub.route.addr.src_storage, addr);
 	refresh_local(x);
-	if (!wildcard(addr)) {
+	if (!wildcard(addr) && on_device(addr)) {
 		x->pub.verbs = xcm_device();
 		x->pub.port_num = 1;
 	}

@@ -216,7 +216,18 @@ static void test_flow(void)
 	CHECK(ch);
 	CHECK(rdma_create_id(ch, &l, &L, RDMA_PS_TCP) == 0);
 	CHECK(rdma_bind_addr(l, (struct sockaddr *)&addr) == 0);
-	CHECK(l->verbs != NULL); /* bound to a specific address */
+	CHECK(l->verbs != NULL); /* bound to an address of the device's interface */
+	{
+		/* Not the device's address (lo has only 127.0.0.1 of its /8):
+		   bound, but to no device, as the kernel's rdma_cm does. */
+		struct sockaddr_in other = sin4("127.0.0.2", 7000);
+		struct rdma_cm_id *o;
+
+		CHECK(rdma_create_id(ch, &o, NULL, RDMA_PS_TCP) == 0);
+		CHECK(rdma_bind_addr(o, (struct sockaddr *)&other) == 0);
+		CHECK(o->verbs == NULL);
+		CHECK(rdma_destroy_id(o) == 0);
+	}
 	CHECK(rdma_listen(l, 8) == 0);
 	c = dial(ch, 7000, "hello", &C);
 
