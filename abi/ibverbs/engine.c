@@ -121,16 +121,13 @@ static int load(void)
 	/* Next to libibverbs.so.1 itself: bin/lib holds both. Only a file
 	   that is not there sends us to the search path; one that is there
 	   but fails to load is the error. */
-	if (dladdr((void *)&load, &di) && di.dli_fname &&
-	    (slash = strrchr(di.dli_fname, '/')) &&
+	if (!dladdr((void *)&load, &di) || !di.dli_fname ||
+	    !(slash = strrchr(di.dli_fname, '/')) ||
 	    snprintf(path, sizeof(path), "%.*s/libxrnic.so",
-		     (int)(slash - di.dli_fname), di.dli_fname) <
-		    (int)sizeof(path) &&
-	    access(path, F_OK) == 0) {
-		/* (dlopen below) */
-	} else {
+		     (int)(slash - di.dli_fname), di.dli_fname) >=
+		    (int)sizeof(path) ||
+	    access(path, F_OK) != 0)
 		path[0] = 0;
-	}
 	/* The application's SIGURG handler, if any: Go takes SIGURG (its
 	   preemption signal) when it starts and does not forward it. */
 	urg_ok = sigaction(SIGURG, NULL, &urg) == 0;

@@ -333,8 +333,11 @@ XAPI int rdma_destroy_id(struct rdma_cm_id *p)
 {
 	struct rdma_cm_event *held;
 	struct xid *x = NULL;
-	int err;
+	int err = xrnic_ibv_engine_check();
 
+	/* A forked child: the parent's unacked events would never be acked. */
+	if (err)
+		return xfail(err);
 	pthread_mutex_lock(&xcm_lock);
 	if (p && xtab_get((uintptr_t)p, XT_OBJ) == XK_ID && !((struct xid *)p)->destroyed) {
 		x = (struct xid *)p;

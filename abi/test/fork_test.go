@@ -87,8 +87,8 @@ func TestFork(t *testing.T) {
 					t.Errorf("a child forked before the load was told it forked after")
 				}
 			case "after":
-				if oks != 8 {
-					t.Errorf("%d of 8 checks passed (parent before and after, 6 in the child)", oks)
+				if oks != 9 {
+					t.Errorf("%d of 9 checks passed (parent before and after, 7 in the child)", oks)
 				}
 				if n := strings.Count(out, forkMessage); n != 1 {
 					t.Errorf("the child said %d times that it forked after the load, want once", n)

@@ -297,6 +297,7 @@ static int child_after(void *arg)
 	EXPECT("reg_mr", !ibv_reg_mr(c->pd, c->buf, 64, IBV_ACCESS_LOCAL_WRITE) && errno == EIO);
 	/* Must not read the parent's CM events off the shared fd. */
 	EXPECT("get_cm_event", rdma_get_cm_event(c->ech, &ev) == -1 && errno == EIO);
+	EXPECT("destroy_id", rdma_destroy_id(c->sid) == -1 && errno == EIO);
 	l = ibv_get_device_list(&n);
 	EXPECT("open_device", l && n == 1 && !ibv_open_device(l[0]) && errno == EIO);
 	if (l)
