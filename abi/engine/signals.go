@@ -13,8 +13,8 @@ package main
 // ib_send_lat -D 2). So the Go threads keep those signals blocked: this
 // constructor runs before the Go runtime's own (priority 101 sorts first
 // in .init_array), the runtime's threads inherit the mask, and
-// xrnic_restore_sigmask (called by libibverbs' and librdmacm's
-// constructors, which run after ours) gives the loading thread its mask
+// xrnic_restore_sigmask (called by libibverbs.so.1 in the same thread once
+// its dlopen of this library returns) gives the loading thread its mask
 // back. The kernel then delivers them to the application's threads.
 static sigset_t xrnic_saved_mask;
 static int xrnic_mask_saved;

@@ -32,7 +32,10 @@ EXPORT int xrnic_ibv_report(const char *what, int err)
 	char text[256] = "";
 	unsigned i;
 
-	xrnic_last_error(text, sizeof(text));
+	/* The engine's absence or a fork: said once already. */
+	if (xrnic_ibv_engine_unusable())
+		return err;
+	xe.last_error(text, sizeof(text));
 	if (!text[0])
 		snprintf(text, sizeof(text), "%s", strerror(err));
 	pthread_mutex_lock(&report_lock);
@@ -53,12 +56,12 @@ EXPORT int xrnic_ibv_report(const char *what, int err)
    holds it open. */
 int xrnic_ibv_attr(struct xrnic_device_attr *attr)
 {
-	int err = xrnic_open();
+	int err = xe.open();
 
 	if (err)
 		return xrnic_ibv_report("xrnic_open", err);
-	err = xrnic_query_device(attr);
-	xrnic_close();
+	err = xe.query_device(attr);
+	xe.close();
 	return err;
 }
 
@@ -83,8 +86,19 @@ static __be64 guid_of(const uint8_t *m)
 
 EXPORT struct ibv_device **ibv_get_device_list(int *num_devices)
 {
-	struct ibv_device **l = calloc(2, sizeof(*l));
+	struct ibv_device **l;
+	int err;
 
+	/* The device is there if the engine is: load it now (a child forked
+	   after the load still lists it, and fails to open it). */
+	err = xrnic_ibv_engine_check();
+	if (err && err != EIO) {
+		if (num_devices)
+			*num_devices = 0;
+		errno = err; /* ENOSYS, as rdma-core without kernel support */
+		return NULL;
+	}
+	l = calloc(2, sizeof(*l));
 	if (!l) {
 		errno = ENOMEM;
 		return NULL;
@@ -145,22 +159,22 @@ EXPORT struct ibv_context *ibv_open_device(struct ibv_device *device)
 		errno = ENOMEM;
 		return NULL;
 	}
-	err = xrnic_open();
+	err = xe.open();
 	if (err) {
 		free(x);
 		errno = xrnic_ibv_report("opening xrnic0 (xrnic_open)", err);
 		return NULL;
 	}
-	err = xrnic_query_device(&x->attr);
+	err = xe.query_device(&x->attr);
 	if (!err)
-		err = xrnic_chan_create(&fd, &x->async_ch);
+		err = xe.chan_create(&fd, &x->async_ch);
 	if (!err && xrnic_reg_add(&x->vctx.context)) {
-		xrnic_chan_destroy(x->async_ch);
+		xe.chan_destroy(x->async_ch);
 		err = ENOMEM;
 	}
 	if (err) {
 		errno = xrnic_ibv_report("opening xrnic0", err);
-		xrnic_close();
+		xe.close();
 		free(x);
 		return NULL;
 	}
@@ -187,8 +201,8 @@ EXPORT int ibv_close_device(struct ibv_context *context)
 		return EINVAL;
 	xrnic_reg_del(context);
 	x->magic = 0;
-	xrnic_chan_destroy(x->async_ch);
-	xrnic_close();
+	xe.chan_destroy(x->async_ch);
+	xe.close();
 	pthread_mutex_destroy(&context->mutex);
 	pthread_mutex_destroy(&x->lock);
 	free(x);
@@ -234,7 +248,7 @@ static int ctx_attr(struct ibv_context *context, struct xrnic_device_attr *a)
 
 	if (!x)
 		return EINVAL;
-	err = xrnic_query_device(a);
+	err = xe.query_device(a);
 	if (!err)
 		x->attr = *a;
 	return err;
@@ -454,12 +468,18 @@ EXPORT int ibv_get_async_event(struct ibv_context *context,
 		errno = EINVAL;
 		return -1;
 	}
+	/* A forked child must not take the parent's events from the fd. */
+	err = xrnic_ibv_engine_check();
+	if (err) {
+		errno = err;
+		return -1;
+	}
 	for (;;) {
 		struct xqp *q, *found = NULL;
 
 		if (read(context->async_fd, &n, sizeof(n)) != sizeof(n))
 			return -1; /* errno from read: EAGAIN if non-blocking */
-		err = xrnic_chan_get(x->async_ch, &ev);
+		err = xe.chan_get(x->async_ch, &ev);
 		if (err == EAGAIN)
 			continue;
 		if (err) {
@@ -538,12 +558,4 @@ void xrnic_ibv_set_device_ops(struct xctx *x)
 	x->vctx.query_device_ex = query_device_ex;
 	x->vctx.context.ops._compat_query_device = ibv_query_device;
 	x->vctx.context.ops._compat_query_port = ibv_query_port;
-}
-
-/* libxrnic.so, a dependency, has run its constructors (the Go runtime
-   started with the asynchronous signals blocked): give the loading
-   thread its signal mask back (xrnic_engine.h). */
-__attribute__((constructor)) static void xrnic_ibverbs_init(void)
-{
-	xrnic_restore_sigmask();
 }

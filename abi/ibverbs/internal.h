@@ -113,6 +113,15 @@ struct xqp {
 	struct xqp *next;	  /* on its context's list */
 };
 
+/* engine.c: the engine's functions, xe.<name>(...) for xrnic_<name>
+   (loaded on first use; see xrnic_private.h). xrnic_forked: this process
+   is a child forked after the load. */
+extern struct xrnic_engine xe __attribute__((visibility("hidden")));
+extern int xrnic_forked __attribute__((visibility("hidden")));
+/* 1 if the engine cannot be called (not loaded, failed, or forked): its
+   reason has been said by xrnic_ibv_engine_check. */
+int xrnic_ibv_engine_unusable(void);
+
 /* registry.c: live objects, for the slow paths' argument checks. */
 int xrnic_reg_add(const void *p);
 void xrnic_reg_del(const void *p);

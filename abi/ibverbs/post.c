@@ -195,7 +195,7 @@ int xrnic_ibv_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr,
 		}
 		if (n) {
 			posted = 0;
-			e = xrnic_post_send(x->h, w, n, &posted);
+			e = xe.post_send(x->h, w, n, &posted);
 			if (e) {
 				if (bad_wr)
 					*bad_wr = src[first_unposted(posted, n)];
@@ -239,7 +239,7 @@ int xrnic_ibv_post_recv(struct ibv_qp *qp, struct ibv_recv_wr *wr,
 		}
 		if (n) {
 			posted = 0;
-			e = xrnic_post_recv(x->h, w, n, &posted);
+			e = xe.post_recv(x->h, w, n, &posted);
 			if (e) {
 				if (bad_wr)
 					*bad_wr = src[first_unposted(posted, n)];
@@ -305,7 +305,7 @@ static inline int drive(struct xcq *x, uint32_t e)
 
 	if (x->kernel && x->idle_drives >= DRIVE_IDLE_MAX && e % DRIVE_IDLE_MAX)
 		return 0;
-	r = xrnic_drive(x->h);
+	r = xe.drive(x->h);
 	if (r < 0)
 		x->drive = 0; /* XRNIC_DRIVE=0 */
 	else if (r == 2)
@@ -333,6 +333,9 @@ int xrnic_ibv_poll_cq(struct ibv_cq *cq, int n, struct ibv_wc *wc)
 	    (!x->drive || lw ||
 	     (d = drive(x, __atomic_load_n(&x->empty, __ATOMIC_RELAXED) + 1)) < 2 ||
 	     cq_empty(x))) {
+		/* A forked child's CQ looks empty for ever: fail instead. */
+		if (__builtin_expect(__atomic_load_n(&xrnic_forked, __ATOMIC_RELAXED), 0))
+			return -xrnic_ibv_engine_check();
 		e = __atomic_add_fetch(&x->empty, 1, __ATOMIC_RELAXED);
 		if (e == 1)
 			__atomic_store_n(&x->wait_start, now_ns(),
@@ -355,7 +358,7 @@ int xrnic_ibv_poll_cq(struct ibv_cq *cq, int n, struct ibv_wc *wc)
 		}
 		return 0;
 	}
-	k = xrnic_poll_cq(x->h, n, (struct xrnic_wc *)wc);
+	k = xe.poll_cq(x->h, n, (struct xrnic_wc *)wc);
 	if (k > 0) {
 		__atomic_add_fetch(&x->polled, (uint64_t)k, __ATOMIC_RELAXED);
 		if (__atomic_exchange_n(&x->empty, 0, __ATOMIC_RELAXED))
@@ -375,5 +378,5 @@ int xrnic_ibv_req_notify_cq(struct ibv_cq *cq, int solicited_only)
 
 	if (!x)
 		return EINVAL;
-	return xrnic_req_notify_cq(x->h, solicited_only != 0);
+	return xe.req_notify_cq(x->h, solicited_only != 0);
 }

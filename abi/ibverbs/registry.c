@@ -96,3 +96,20 @@ int xrnic_reg_has(const void *p)
 	pthread_mutex_unlock(&lock);
 	return found;
 }
+
+/* fork: a child forked before the engine was loaded uses the registry;
+   it must not inherit the lock held by another thread. */
+static void fork_prepare(void)
+{
+	pthread_mutex_lock(&lock);
+}
+
+static void fork_release(void)
+{
+	pthread_mutex_unlock(&lock);
+}
+
+__attribute__((constructor)) static void xrnic_reg_init(void)
+{
+	pthread_atfork(fork_prepare, fork_release, fork_release);
+}

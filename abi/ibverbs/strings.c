@@ -157,8 +157,11 @@ EXPORT enum ibv_rate mbps_to_ibv_rate(int mbps)
 
 /* ---- fork ------------------------------------------------------------------ */
 
-/* xrnic's memory regions are plain process memory (no DMA pinning), so
-   fork needs nothing. */
+/* rdma-core's fork support (also RDMAV_FORK_SAFE, IBV_FORK_SAFE) marks
+   registered memory MADV_DONTFORK, so that a child's copy-on-write never
+   moves a page under DMA. xrnic has no DMA: the engine places data with
+   the CPU in the registering process, so there is nothing to do. What
+   fork does to the engine itself: engine.c, docs/VERBS-ABI.md "Fork". */
 EXPORT int ibv_fork_init(void)
 {
 	return 0;

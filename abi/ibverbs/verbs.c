@@ -24,14 +24,14 @@ EXPORT struct ibv_pd *ibv_alloc_pd(struct ibv_context *context)
 		errno = ENOMEM;
 		return NULL;
 	}
-	err = xrnic_alloc_pd(&x->h);
+	err = xe.alloc_pd(&x->h);
 	if (err) {
 		free(x);
 		errno = xrnic_ibv_report("ibv_alloc_pd", err);
 		return NULL;
 	}
 	if (xrnic_reg_add(&x->pd)) {
-		xrnic_dealloc_pd(x->h);
+		xe.dealloc_pd(x->h);
 		free(x);
 		errno = ENOMEM;
 		return NULL;
@@ -48,7 +48,7 @@ EXPORT int ibv_dealloc_pd(struct ibv_pd *pd)
 
 	if (!x)
 		return EINVAL;
-	err = xrnic_dealloc_pd(x->h);
+	err = xe.dealloc_pd(x->h);
 	if (err)
 		return err; /* EBUSY: MRs or QPs still use it */
 	xrnic_reg_del(&x->pd);
@@ -78,7 +78,7 @@ static struct ibv_mr *reg_mr(struct ibv_pd *pd, void *addr, size_t length,
 		errno = ENOMEM;
 		return NULL;
 	}
-	err = xrnic_reg_mr(p->h, addr, length, iova, (int)access, &x->h,
+	err = xe.reg_mr(p->h, addr, length, iova, (int)access, &x->h,
 			   &stag);
 	if (err) {
 		free(x);
@@ -86,7 +86,7 @@ static struct ibv_mr *reg_mr(struct ibv_pd *pd, void *addr, size_t length,
 		return NULL;
 	}
 	if (xrnic_reg_add(&x->mr)) {
-		xrnic_dereg_mr(x->h);
+		xe.dereg_mr(x->h);
 		free(x);
 		errno = ENOMEM;
 		return NULL;
@@ -137,7 +137,7 @@ EXPORT int ibv_dereg_mr(struct ibv_mr *mr)
 
 	if (!x)
 		return EINVAL;
-	err = xrnic_dereg_mr(x->h);
+	err = xe.dereg_mr(x->h);
 	if (err)
 		return err;
 	xrnic_reg_del(&x->mr);
@@ -162,14 +162,14 @@ EXPORT struct ibv_comp_channel *ibv_create_comp_channel(struct ibv_context *cont
 		errno = ENOMEM;
 		return NULL;
 	}
-	err = xrnic_chan_create(&x->ch.fd, &x->h);
+	err = xe.chan_create(&x->ch.fd, &x->h);
 	if (err) {
 		free(x);
 		errno = xrnic_ibv_report("ibv_create_comp_channel", err);
 		return NULL;
 	}
 	if (xrnic_reg_add(&x->ch)) {
-		xrnic_chan_destroy(x->h);
+		xe.chan_destroy(x->h);
 		free(x);
 		errno = ENOMEM;
 		return NULL;
@@ -192,7 +192,7 @@ EXPORT int ibv_destroy_comp_channel(struct ibv_comp_channel *channel)
 	pthread_mutex_unlock(&x->lock);
 	if (err)
 		return err;
-	err = xrnic_chan_destroy(x->h);
+	err = xe.chan_destroy(x->h);
 	if (err)
 		return err;
 	xrnic_reg_del(&x->ch);
@@ -215,10 +215,16 @@ EXPORT int ibv_get_cq_event(struct ibv_comp_channel *channel,
 		errno = EINVAL;
 		return -1;
 	}
+	/* A forked child must not take the parent's events from the fd. */
+	err = xrnic_ibv_engine_check();
+	if (err) {
+		errno = err;
+		return -1;
+	}
 	for (;;) {
 		if (read(channel->fd, &n, sizeof(n)) != sizeof(n))
 			return -1; /* errno from read: EAGAIN if non-blocking */
-		err = xrnic_chan_get(x->h, &ev);
+		err = xe.chan_get(x->h, &ev);
 		if (err == EAGAIN)
 			continue;
 		if (err) {
@@ -291,7 +297,7 @@ EXPORT struct ibv_cq *ibv_create_cq(struct ibv_context *context, int cqe,
 		errno = ENOMEM;
 		return NULL;
 	}
-	err = xrnic_create_cq(cqe, ch ? ch->h : 0, (uintptr_t)x, &x->h,
+	err = xe.create_cq(cqe, ch ? ch->h : 0, (uintptr_t)x, &x->h,
 			      &depth);
 	if (err) {
 		free(x);
@@ -299,13 +305,13 @@ EXPORT struct ibv_cq *ibv_create_cq(struct ibv_context *context, int cqe,
 		return NULL;
 	}
 	/* Without the counter every poll enters the engine. */
-	x->counting = xrnic_cq_count_pushes(x->h, &x->ctr) == 0;
+	x->counting = xe.cq_count_pushes(x->h, &x->ctr) == 0;
 	x->drive = 1; /* until xrnic_drive says -1 */
 	x->kernel = !to_xctx(context)->attr.afxdp;
 	x->yield_after = poll_env("XRNIC_POLL_YIELD", 16);
 	x->sleep_after = poll_env("XRNIC_POLL_SLEEP", 2000);
 	if (xrnic_reg_add(&x->cq)) {
-		xrnic_destroy_cq(x->h);
+		xe.destroy_cq(x->h);
 		free(x);
 		errno = ENOMEM;
 		return NULL;
@@ -350,7 +356,7 @@ EXPORT int ibv_destroy_cq(struct ibv_cq *cq)
 
 	if (!x)
 		return EINVAL;
-	err = xrnic_destroy_cq(x->h);
+	err = xe.destroy_cq(x->h);
 	if (err)
 		return err; /* EBUSY: QPs still use it */
 	xrnic_reg_del(&x->cq);
@@ -421,7 +427,7 @@ static struct ibv_qp *create_qp(struct ibv_context *context, struct ibv_pd *pd,
 	init.sq_sig_all = a->sq_sig_all;
 	init.async_ch = c->async_ch;
 	init.cookie = (uintptr_t)x;
-	err = xrnic_create_qp(p->h, &init, &x->h, &qpn);
+	err = xe.create_qp(p->h, &init, &x->h, &qpn);
 	if (err) {
 		free(x);
 		errno = xrnic_ibv_report("ibv_create_qp", err);
@@ -433,7 +439,7 @@ static struct ibv_qp *create_qp(struct ibv_context *context, struct ibv_pd *pd,
 	a->cap.max_recv_sge = init.max_recv_sge;
 	a->cap.max_inline_data = init.max_inline_data;
 	if (xrnic_reg_add(&x->qp)) {
-		xrnic_destroy_qp(x->h);
+		xe.destroy_qp(x->h);
 		free(x);
 		errno = ENOMEM;
 		return NULL;
@@ -454,7 +460,7 @@ static struct ibv_qp *create_qp(struct ibv_context *context, struct ibv_pd *pd,
 	pthread_cond_init(&x->qp.cond, NULL);
 	{
 		int st = IBV_QPS_RESET;
-		xrnic_qp_state(x->h, &st);
+		xe.qp_state(x->h, &st);
 		x->qp.state = (enum ibv_qp_state)st;
 	}
 	pthread_mutex_lock(&c->lock);
@@ -517,7 +523,7 @@ EXPORT int ibv_destroy_qp(struct ibv_qp *qp)
 
 	if (!x)
 		return EINVAL;
-	err = xrnic_destroy_qp(x->h);
+	err = xe.destroy_qp(x->h);
 	if (err)
 		return err; /* EBUSY: the engine still uses it */
 	xrnic_reg_del(&x->qp);
@@ -552,7 +558,7 @@ EXPORT int ibv_query_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr,
 	if (!x || !attr || !init_attr)
 		return EINVAL;
 	c = to_xctx(qp->context);
-	err = xrnic_qp_state(x->h, &st);
+	err = xe.qp_state(x->h, &st);
 	if (err)
 		return err;
 	qp->state = (enum ibv_qp_state)st;
@@ -595,7 +601,7 @@ EXPORT int ibv_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr,
 	if (!x || !attr || (attr_mask & ~allowed))
 		return EINVAL;
 	c = to_xctx(qp->context);
-	err = xrnic_qp_state(x->h, &s);
+	err = xe.qp_state(x->h, &s);
 	if (err)
 		return err;
 	if ((attr_mask & IBV_QP_CUR_STATE) && (int)attr->cur_qp_state != s)
@@ -616,7 +622,7 @@ EXPORT int ibv_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr,
 		switch (attr->qp_state) {
 		case IBV_QPS_ERR:
 			if (s != IBV_QPS_ERR) {
-				err = xrnic_qp_to_error(x->h);
+				err = xe.qp_to_error(x->h);
 				if (err)
 					return err;
 			}
@@ -641,7 +647,7 @@ EXPORT int ibv_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr,
 		x->max_rd_atomic = attr->max_rd_atomic;
 	if (attr_mask & IBV_QP_MAX_DEST_RD_ATOMIC)
 		x->max_dest_rd_atomic = attr->max_dest_rd_atomic;
-	if (xrnic_qp_state(x->h, &s) == 0)
+	if (xe.qp_state(x->h, &s) == 0)
 		qp->state = (enum ibv_qp_state)s;
 	return 0;
 }

@@ -23,7 +23,7 @@ static int post1(struct ibv_qp *qp, const struct xrnic_send_wr *w)
 
 	if (!x)
 		return EINVAL;
-	return xrnic_post_send(x->h, w, 1, &posted);
+	return xe.post_send(x->h, w, 1, &posted);
 }
 
 EXPORT bool xrnicdv_is_supported(struct ibv_device *device)

@@ -185,8 +185,8 @@ int xrnic_drive(uint64_t cq);
 /* Gives the thread that loaded libxrnic.so its signal mask back: the
    engine's threads are started with the asynchronous signals blocked (an
    application's handler without SA_ONSTACK must not run on a Go stack),
-   and so was the loading thread until now. libibverbs.so.1 and
-   librdmacm.so.1 call it from their constructors. */
+   and so was the loading thread until now. libibverbs.so.1 loads the
+   engine on first use (dlopen) and calls it right after. */
 void xrnic_restore_sigmask(void);
 /* Arms the CQ once: the next completion (solicited_only: the next
    solicited receive or any error) queues XRNIC_EV_COMP on its channel. */

@@ -27,7 +27,7 @@ static uint64_t next_serial;
 
 static void chan_free(struct xchan *ch)
 {
-	int err = xrnic_chan_destroy(ch->h);
+	int err = xe.chan_destroy(ch->h);
 
 	if (err)
 		xrnic_ibv_report("rdma_destroy_event_channel", err);
@@ -66,7 +66,7 @@ static struct xchan *chan_new(int internal)
 		errno = ENOMEM;
 		return NULL;
 	}
-	err = xrnic_chan_create(&fd, &ch->h);
+	err = xe.chan_create(&fd, &ch->h);
 	if (err) {
 		free(ch);
 		errno = xrnic_ibv_report("rdma_create_event_channel", err);
@@ -279,9 +279,9 @@ static struct xid *id_new(struct xchan *ch, uint64_t h, int sync, void *context,
 	/* Registered first, so an event the engine queues at once is ours. */
 	if (h) {
 		x->h = h;
-		err = xrnic_cm_set_cookie(h, x->serial);
+		err = xe.cm_set_cookie(h, x->serial);
 	} else {
-		err = xrnic_cm_create_id(ch->h, x->serial, &x->h);
+		err = xe.cm_create_id(ch->h, x->serial, &x->h);
 	}
 	if (err) {
 		pthread_mutex_lock(&xcm_lock);
@@ -363,8 +363,11 @@ XAPI int rdma_destroy_id(struct rdma_cm_id *p)
 {
 	struct rdma_cm_event *held;
 	struct xid *x = NULL;
-	int err;
+	int err = xrnic_ibv_engine_check();
 
+	/* A forked child: the parent's unacked events would never be acked. */
+	if (err)
+		return xfail(err);
 	pthread_mutex_lock(&xcm_lock);
 	if (p && xtab_get((uintptr_t)p, XT_OBJ) == XK_ID && !((struct xid *)p)->destroyed) {
 		x = (struct xid *)p;
@@ -375,7 +378,7 @@ XAPI int rdma_destroy_id(struct rdma_cm_id *p)
 	pthread_mutex_unlock(&xcm_lock);
 	if (!x)
 		return xfail(EINVAL);
-	err = xrnic_cm_destroy_id(x->h);
+	err = xe.cm_destroy_id(x->h);
 	if (err)
 		xrnic_ibv_report("rdma_destroy_id", err);
 	held = x->pub.event;
@@ -401,7 +404,7 @@ XAPI int rdma_migrate_id(struct rdma_cm_id *p, struct rdma_event_channel *c)
 		xid_unref(x);
 		return -1;
 	}
-	err = xrnic_cm_migrate_id(x->h, ch->h);
+	err = xe.cm_migrate_id(x->h, ch->h);
 	if (err) {
 		chan_release(ch, 0);
 		xid_unref(x);
@@ -430,7 +433,7 @@ static struct xid *child_new(struct xid *l, const struct xrnic_event *raw)
 		ch = chan_new(1);
 		if (!ch)
 			return NULL;
-		err = xrnic_cm_migrate_id(raw->new_id, ch->h);
+		err = xe.cm_migrate_id(raw->new_id, ch->h);
 		if (err) {
 			xrnic_ibv_report("rdma_get_cm_event", err);
 			chan_release(ch, 0);
@@ -460,7 +463,11 @@ static struct xid *child_new(struct xid *l, const struct xrnic_event *raw)
 static int get_event(struct xchan *ch, struct rdma_cm_event **evp)
 {
 	struct xrnic_event raw;
+	int e = xrnic_ibv_engine_check();
 
+	/* A forked child must not take the parent's events from the fd. */
+	if (e)
+		return xfail(e);
 	for (;;) {
 		struct xid *x, *l = NULL;
 		struct xev *ev;
@@ -474,7 +481,7 @@ static int get_event(struct xchan *ch, struct rdma_cm_event **evp)
 			return -1; /* EAGAIN passes through */
 		if (n != sizeof(v))
 			return xfail(EIO);
-		err = xrnic_chan_get(ch->h, &raw);
+		err = xe.chan_get(ch->h, &raw);
 		if (err == EAGAIN)
 			continue; /* its event went with a destroyed id */
 		if (err)
@@ -489,8 +496,8 @@ static int get_event(struct xchan *ch, struct rdma_cm_event **evp)
 		if (!x) {
 			/* For an id already destroyed: no event after that. */
 			if (raw.code == RDMA_CM_EVENT_CONNECT_REQUEST && raw.new_id) {
-				xrnic_cm_reject(raw.new_id, NULL, 0);
-				xrnic_cm_destroy_id(raw.new_id);
+				xe.cm_reject(raw.new_id, NULL, 0);
+				xe.cm_destroy_id(raw.new_id);
 			}
 			continue;
 		}
@@ -502,8 +509,8 @@ static int get_event(struct xchan *ch, struct rdma_cm_event **evp)
 				xcm_say("rdma_get_cm_event: a connection request was rejected: "
 					"no id could be made for it (%s)", strerror(errno));
 				if (raw.new_id) {
-					xrnic_cm_reject(raw.new_id, NULL, 0);
-					xrnic_cm_destroy_id(raw.new_id);
+					xe.cm_reject(raw.new_id, NULL, 0);
+					xe.cm_destroy_id(raw.new_id);
 				}
 				free(ev);
 				xid_unref(l);
@@ -512,8 +519,8 @@ static int get_event(struct xchan *ch, struct rdma_cm_event **evp)
 		}
 		if (!ev) {
 			if (raw.code == RDMA_CM_EVENT_CONNECT_REQUEST && raw.new_id) {
-				xrnic_cm_reject(raw.new_id, NULL, 0);
-				xrnic_cm_destroy_id(raw.new_id);
+				xe.cm_reject(raw.new_id, NULL, 0);
+				xe.cm_destroy_id(raw.new_id);
 			}
 			xid_unref(x);
 			return xfail(ENOMEM);
@@ -559,7 +566,7 @@ static int get_event(struct xchan *ch, struct rdma_cm_event **evp)
 		pthread_mutex_unlock(&xcm_lock);
 		if (err) {
 			if (l) {
-				xrnic_cm_reject(x->h, NULL, 0);
+				xe.cm_reject(x->h, NULL, 0);
 				rdma_destroy_id(&x->pub);
 				xid_unref(l);
 			}
@@ -661,7 +668,7 @@ static void refresh_local(struct xid *x)
 {
 	struct sockaddr_storage local, peer;
 
-	if (!xrnic_cm_addrs(x->h, &local, &peer) && local.ss_family)
+	if (!xe.cm_addrs(x->h, &local, &peer) && local.ss_family)
 		set_addr(&x->pub.route.addr.src_storage, (struct sockaddr *)&local);
 }
 
@@ -675,7 +682,7 @@ XAPI int rdma_bind_addr(struct rdma_cm_id *p, struct sockaddr *addr)
 	x = xid_ref(p);
 	if (!x)
 		return -1;
-	err = xrnic_cm_bind(x->h, addr);
+	err = xe.cm_bind(x->h, addr);
 	if (err) {
 		xid_unref(x);
 		return xfail(xrnic_ibv_report("rdma_bind_addr", err));
@@ -710,7 +717,7 @@ XAPI int rdma_resolve_addr(struct rdma_cm_id *p, struct sockaddr *src,
 	x->pub.port_num = 1;
 	set_addr(&x->pub.route.addr.dst_storage, dst);
 	memset(&out, 0, sizeof(out));
-	err = xrnic_cm_resolve_addr(x->h, src, dst, &out);
+	err = xe.cm_resolve_addr(x->h, src, dst, &out);
 	if (err) {
 		xid_unref(x);
 		return xfail(xrnic_ibv_report("rdma_resolve_addr", err));
@@ -727,7 +734,7 @@ XAPI int rdma_resolve_route(struct rdma_cm_id *p, int timeout_ms)
 
 	if (!x)
 		return -1;
-	err = xrnic_cm_resolve_route(x->h);
+	err = xe.cm_resolve_route(x->h);
 	if (err) {
 		xid_unref(x);
 		return xfail(xrnic_ibv_report("rdma_resolve_route", err));
@@ -742,7 +749,7 @@ XAPI int rdma_listen(struct rdma_cm_id *p, int backlog)
 
 	if (!x)
 		return -1;
-	err = xrnic_cm_listen(x->h, backlog > 0 ? backlog : 1024);
+	err = xe.cm_listen(x->h, backlog > 0 ? backlog : 1024);
 	if (err) {
 		xid_unref(x);
 		return xfail(xrnic_ibv_report("rdma_listen", err));
@@ -844,7 +851,7 @@ XAPI int rdma_connect(struct rdma_cm_id *p, struct rdma_conn_param *param)
 		return -1;
 	qp = qp_handle(x, param, "rdma_connect");
 	err = qp ? conn_param(x, param, 0, &cp) : EINVAL;
-	if (!err && (err = xrnic_cm_connect(x->h, qp, &cp)))
+	if (!err && (err = xe.cm_connect(x->h, qp, &cp)))
 		xrnic_ibv_report("rdma_connect", err);
 	if (err) {
 		xid_unref(x);
@@ -868,7 +875,7 @@ XAPI int rdma_accept(struct rdma_cm_id *p, struct rdma_conn_param *param)
 	}
 	qp = qp_handle(x, param, "rdma_accept");
 	err = qp ? conn_param(x, param, 1, &cp) : EINVAL;
-	if (!err && (err = xrnic_cm_accept(x->h, qp, &cp)))
+	if (!err && (err = xe.cm_accept(x->h, qp, &cp)))
 		xrnic_ibv_report("rdma_accept", err);
 	if (err) {
 		xid_unref(x);
@@ -887,7 +894,7 @@ XAPI int rdma_reject(struct rdma_cm_id *p, const void *private_data, uint8_t len
 	x = xid_ref(p);
 	if (!x)
 		return -1;
-	err = xrnic_cm_reject(x->h, len ? private_data : NULL, len);
+	err = xe.cm_reject(x->h, len ? private_data : NULL, len);
 	xid_unref(x);
 	if (err)
 		return xfail(xrnic_ibv_report("rdma_reject", err));
@@ -906,7 +913,7 @@ XAPI int rdma_disconnect(struct rdma_cm_id *p)
 
 	if (!x)
 		return -1;
-	err = xrnic_cm_disconnect(x->h);
+	err = xe.cm_disconnect(x->h);
 	if (err) {
 		xid_unref(x);
 		return xfail(xrnic_ibv_report("rdma_disconnect", err));
@@ -1051,8 +1058,11 @@ int xcm_sync_request(struct xid *l, struct rdma_cm_id **idp)
 	return 0;
 }
 
-/* As libibverbs.so.1 does: the loading thread's signal mask back. */
+/* libibverbs.so.1's engine table (it loads libxrnic.so on first use);
+   its constructors ran before ours. */
+struct xrnic_engine *xcm_engine;
+
 __attribute__((constructor)) static void xrnic_rdmacm_init(void)
 {
-	xrnic_restore_sigmask();
+	xcm_engine = xrnic_ibv_engine();
 }

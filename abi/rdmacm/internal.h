@@ -18,6 +18,11 @@
 
 #define XAPI __attribute__((visibility("default")))
 
+/* The engine's functions: xe.<name>(...) calls xrnic_<name> through
+   libibverbs.so.1's table (xrnic_private.h), which loads the engine. */
+extern struct xrnic_engine *xcm_engine __attribute__((visibility("hidden")));
+#define xe (*xcm_engine)
+
 struct xchan {
 	struct rdma_event_channel pub; /* first: the application's pointer */
 	uint64_t h;		       /* the engine's channel */

@@ -127,7 +127,8 @@ static int dev_ird = 0xff, dev_ord = 0xff;
 struct ibv_context *xcm_device(void)
 {
 	struct ibv_device **list;
-	int i, n = 0;
+	struct ibv_context *ret;
+	int i, n = 0, err = ENODEV;
 
 	pthread_mutex_lock(&dev_lock);
 	if (dev_ctx)
@@ -151,15 +152,20 @@ struct ibv_context *xcm_device(void)
 	}
 	if (list)
 		ibv_free_device_list(list);
-	if (!dev_ctx)
-		xcm_say("rdma_cm: no xrnic device could be opened (ibv_open_device failed: %s); "
-			"check that LD_LIBRARY_PATH names xrnic's bin/lib and XRNIC_* settings",
-			strerror(errno ? errno : ENODEV));
+	err = errno ? errno : ENODEV;
 out:
+	ret = dev_ctx;
 	pthread_mutex_unlock(&dev_lock);
-	if (!dev_ctx)
-		errno = ENODEV;
-	return dev_ctx;
+	if (!ret) {
+		/* (xcm_say takes dev_lock.) The engine's absence or a fork
+		   has been said by libibverbs. */
+		if (!xrnic_ibv_engine_check())
+			xcm_say("rdma_cm: no xrnic device could be opened (ibv_open_device failed: %s); "
+				"check that LD_LIBRARY_PATH names xrnic's bin/lib and XRNIC_* settings",
+				strerror(err));
+		errno = err == EIO ? EIO : ENODEV;
+	}
+	return ret;
 }
 
 struct ibv_pd *xcm_default_pd(struct ibv_context *ctx)
@@ -216,4 +222,24 @@ void xcm_say(const char *fmt, ...)
 	pthread_mutex_unlock(&dev_lock);
 	if (!dup)
 		fprintf(stderr, "xrnic: %s\n", buf);
+}
+
+/* fork: a child must not inherit these held by another thread (a child
+   forked before the engine was loaded uses them). xcm_say takes dev_lock
+   under xcm_lock, so that order. */
+static void fork_prepare(void)
+{
+	pthread_mutex_lock(&xcm_lock);
+	pthread_mutex_lock(&dev_lock);
+}
+
+static void fork_release(void)
+{
+	pthread_mutex_unlock(&dev_lock);
+	pthread_mutex_unlock(&xcm_lock);
+}
+
+__attribute__((constructor)) static void xcm_fork_init(void)
+{
+	pthread_atfork(fork_prepare, fork_release, fork_release);
 }

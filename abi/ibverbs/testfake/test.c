@@ -10,6 +10,8 @@
 #include <string.h>
 #include <infiniband/verbs.h>
 #include <infiniband/xrnicdv.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "xrnic_engine.h"
 
@@ -18,6 +20,22 @@ extern int fake_nsend;
 extern int fake_fail_after;
 
 static int checks;
+/* Runs f in a forked child; 1 if it exited 0. */
+static int in_child(void (*f)(void))
+{
+	int st;
+	pid_t p;
+
+	fflush(NULL);
+	p = fork();
+	if (p == 0) {
+		f();
+		_exit(0);
+	}
+	return p > 0 && waitpid(p, &st, 0) == p && WIFEXITED(st) &&
+	       WEXITSTATUS(st) == 0;
+}
+
 #define CHECK(c)                                                             \
 	do {                                                                 \
 		checks++;                                                    \
@@ -27,6 +45,45 @@ static int checks;
 			exit(1);                                             \
 		}                                                            \
 	} while (0)
+
+/* Forked before the engine was loaded: the child loads its own. */
+static void child_fresh(void)
+{
+	struct ibv_device **l = ibv_get_device_list(NULL);
+	struct ibv_context *c = l ? ibv_open_device(l[0]) : NULL;
+	struct ibv_pd *pd = c ? ibv_alloc_pd(c) : NULL;
+
+	CHECK(pd && ibv_dealloc_pd(pd) == 0 && ibv_close_device(c) == 0);
+	ibv_free_device_list(l);
+}
+
+/* Forked after: every call that would enter the engine fails with EIO at
+   once, and event waits do not read the parent's fds. */
+static struct ibv_device *f_dev;
+static struct ibv_context *f_ctx;
+static struct ibv_qp *f_qp;
+static struct ibv_cq *f_cq;
+static struct ibv_comp_channel *f_ch;
+
+static void child_forked(void)
+{
+	struct ibv_send_wr w = {.opcode = IBV_WR_SEND}, *bad;
+	struct ibv_wc wc;
+	struct ibv_cq *evcq;
+	void *evctx;
+	int n;
+
+	CHECK(ibv_open_device(f_dev) == NULL && errno == EIO);
+	CHECK(ibv_alloc_pd(f_ctx) == NULL && errno == EIO);
+	CHECK(ibv_create_comp_channel(f_ctx) == NULL && errno == EIO);
+	CHECK(ibv_post_send(f_qp, &w, &bad) == EIO && bad == &w);
+	for (n = 0; n < 100000 && ibv_poll_cq(f_cq, 1, &wc) == 0; n++)
+		;
+	CHECK(ibv_poll_cq(f_cq, 1, &wc) == -EIO);
+	CHECK(ibv_req_notify_cq(f_cq, 0) == EIO);
+	CHECK(ibv_get_cq_event(f_ch, &evcq, &evctx) == -1 && errno == EIO);
+	CHECK(ibv_get_device_list(&n) != NULL && n == 1);
+}
 
 int main(void)
 {
@@ -55,6 +112,7 @@ int main(void)
 	static char buf[4096];
 	int n, i;
 
+	CHECK(in_child(child_fresh));
 	l = ibv_get_device_list(&n);
 	CHECK(l && n == 1 && l[1] == NULL);
 	CHECK(!strcmp(ibv_get_device_name(l[0]), "xrnic0"));
@@ -270,6 +328,16 @@ int main(void)
 	      fake_last_send[1].imm == 0x123456789abcdefull);
 	CHECK(xrnicdv_post_imm(NULL, 10, 0, 0) == EINVAL);
 	CHECK(xrnicdv_post_imm(qp, 10, 0, IBV_SEND_INLINE) == EINVAL);
+
+	/* fork after the load: the child fails, the parent goes on */
+	f_dev = l[0];
+	f_ctx = c;
+	f_qp = qp;
+	f_cq = cq;
+	f_ch = ch;
+	CHECK(in_child(child_forked));
+	CHECK(xrnicdv_post_imm(qp, 11, 1, 0) == 0);
+	CHECK(ibv_req_notify_cq(cq, 0) == 0);
 
 	qa.qp_state = IBV_QPS_ERR;
 	CHECK(ibv_modify_qp(qp, &qa, IBV_QP_STATE) == 0 &&

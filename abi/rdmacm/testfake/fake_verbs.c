@@ -109,3 +109,40 @@ X int xrnic_ibv_report(const char *what, int err)
 	fprintf(stderr, "xrnic: %s failed: %s (fake)\n", what, strerror(err));
 	return err;
 }
+
+/* The engine table, as xrnic's libibverbs.so.1 loads it: the fake engine
+   (libxrnic.so of this directory) by dlopen, each function by dlsym; the
+   fake has only what librdmacm calls, the rest stay NULL. */
+#include <dlfcn.h>
+#include <pthread.h>
+
+static struct xrnic_engine eng;
+static pthread_once_t eng_once = PTHREAD_ONCE_INIT;
+static int eng_err;
+
+static void eng_load(void)
+{
+	void *h = dlopen("libxrnic.so", RTLD_NOW | RTLD_LOCAL);
+
+	if (!h) {
+		fprintf(stderr, "fake_verbs: %s\n", dlerror());
+		eng_err = ENOSYS;
+		return;
+	}
+#define XRNIC_FN(kind, ret, name, params, args) \
+	*(void **)&eng.name = dlsym(h, "xrnic_" #name);
+#include "xrnic_engine_fns.h"
+#undef XRNIC_FN
+}
+
+X struct xrnic_engine *xrnic_ibv_engine(void)
+{
+	pthread_once(&eng_once, eng_load);
+	return &eng;
+}
+
+X int xrnic_ibv_engine_check(void)
+{
+	pthread_once(&eng_once, eng_load);
+	return eng_err;
+}
