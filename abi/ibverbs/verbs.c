@@ -342,7 +342,7 @@ EXPORT int ibv_resize_cq(struct ibv_cq *cq, int cqe)
 		return EINVAL;
 	/* EINVAL (too small for what is queued) is the caller's to handle:
 	   no report on stderr (XRNIC_DEBUG=1 shows the engine's reason). */
-	err = xrnic_cq_resize(x->h, cqe, &actual);
+	err = xe.cq_resize(x->h, cqe, &actual);
 	if (!err)
 		cq->cqe = actual;
 	return err;

@@ -36,6 +36,8 @@ XRNIC_FN(N, int, poll_cq, (uint64_t cq, int n, struct xrnic_wc *wc),
 	 (cq, n, wc))
 XRNIC_FN(E, int, cq_count_pushes,
 	 (uint64_t cq, struct xrnic_push_counter *c), (cq, c))
+XRNIC_FN(E, int, cq_resize, (uint64_t cq, int cqe, int *actual),
+	 (cq, cqe, actual))
 XRNIC_FN(D, int, drive, (uint64_t cq), (cq))
 XRNIC_FN(V, void, restore_sigmask, (void), ())
 XRNIC_FN(E, int, req_notify_cq, (uint64_t cq, int solicited_only),

@@ -189,7 +189,7 @@ static int on_device(const struct sockaddr *sa)
 	struct ifaddrs *ifs, *i;
 	int yes = 0;
 
-	if (!xcm_device() || xrnic_query_device(&a) || getifaddrs(&ifs))
+	if (!xcm_device() || xe.query_device(&a) || getifaddrs(&ifs))
 		return 0;
 	for (i = ifs; i && !yes; i = i->ifa_next) {
 		const struct sockaddr *ia = i->ifa_addr;
