@@ -56,6 +56,11 @@ type QPAttr struct {
 	// when a Send with Invalidate filled it or it completed while such a
 	// completion was still held; those are not reposted.
 	RecvSink func(Completion)
+	// SRQ, when set, is the shared receive queue the QP takes its
+	// receives from (srq.go); RQDepth is then ignored and the QP has no
+	// receive queue of its own. With RecvSink, a receive handed to the
+	// sink goes back to the SRQ's tail.
+	SRQ *SRQ
 }
 
 // ErrPeerClosed is what Disconnected reports once the peer has closed its
@@ -129,6 +134,13 @@ type QP struct {
 	// recvSink, when set, takes successful receives, which are reposted
 	// at once (QPAttr.RecvSink, consumeRecvLocked).
 	recvSink func(Completion)
+	// srq, when set, supplies the receives (srq.go): rq is then one slot
+	// holding the WR taken for the message being received, if any. rqPD
+	// is the PD the receives' lkeys belong to (the SRQ's or the QP's),
+	// rqSGEs the SGEs per rq slot.
+	srq    *SRQ
+	rqPD   mem.PD
+	rqSGEs int
 
 	reqTimeout time.Duration // outstanding Read/Atomic without a response (watchdog.go)
 	// Progress the watchdog reads: bytes handed to input, whether a
@@ -264,19 +276,31 @@ func (d *Device) CreateQP(a QPAttr) (*QP, error) {
 		a.SQDepth > d.cfg.MaxWR || a.RQDepth > d.cfg.MaxWR || a.MaxSGE < 0 || a.MaxSGE > d.cfg.MaxSGE {
 		return nil, ErrBadAttr
 	}
-	if a.SendCQ.dev != d || a.RecvCQ.dev != d {
+	if a.SendCQ.dev != d || a.RecvCQ.dev != d || a.SRQ != nil && a.SRQ.dev != d {
 		return nil, ErrWrongDevice
+	}
+	rqPD, rqSGEs := a.PD, max(a.MaxSGE, 1)
+	if a.SRQ != nil {
+		// Receives are reserved on RecvCQ as the QP takes them.
+		a.RQDepth = 0
+		rqPD, rqSGEs = a.SRQ.pd, max(a.SRQ.maxSGE, 1)
+		if !a.SRQ.attach() {
+			return nil, ErrClosed
+		}
 	}
 	if a.SendCQ == a.RecvCQ {
 		if !a.SendCQ.attach(a.SQDepth + a.RQDepth) {
+			a.SRQ.detachIf()
 			return nil, ErrCQOverflow
 		}
 	} else {
 		if !a.SendCQ.attach(a.SQDepth) {
+			a.SRQ.detachIf()
 			return nil, ErrCQOverflow
 		}
 		if !a.RecvCQ.attach(a.RQDepth) {
 			a.SendCQ.detach(a.SQDepth)
+			a.SRQ.detachIf()
 			return nil, ErrCQOverflow
 		}
 	}
@@ -284,22 +308,30 @@ func (d *Device) CreateQP(a QPAttr) (*QP, error) {
 	if rq == 0 {
 		rq = 1
 	}
+	held := rq
+	if a.SRQ != nil {
+		held = len(a.SRQ.rq)
+	}
 	qp := &QP{
 		dev: d, pd: a.PD, scq: a.SendCQ, rcq: a.RecvCQ, maxSGE: a.MaxSGE, sigAll: a.SigAll, recvSink: a.RecvSink,
 		maxORD: a.MaxORD, maxIRD: a.MaxIRD, reqTimeout: cmp.Or(a.RequestTimeout, d.cfg.RequestTimeout), wakeAfter: cmp.Or(a.WakeAfter, defaultWakeAfter),
 		sq: make([]sqEntry, a.SQDepth+1), sqSGE: make([]SGE, (a.SQDepth+1)*max(a.MaxSGE, 1)),
-		rq: make([]rqEntry, rq), rqSGE: make([]SGE, rq*max(a.MaxSGE, 1)), held: make([]Completion, 0, rq),
+		rq: make([]rqEntry, rq), rqSGE: make([]SGE, rq*rqSGEs), held: make([]Completion, 0, held),
+		srq: a.SRQ, rqPD: rqPD, rqSGEs: rqSGEs,
 		ordQ: make([]uint32, a.MaxORD+1), irdQ: make([]irdEntry, a.MaxIRD+1),
 		sendMSN: 1, reqMSN: 1, atomRespMSN: 1, recvMSN: 1, inReqMSN: 1, atomRespExp: 1,
 		doorbell: make(chan struct{}, 1), stop: make(chan struct{}), rxExit: make(chan struct{}), txEnded: make(chan struct{}),
 		ended: make(chan struct{}),
 	}
-	qp.rq = qp.rq[:a.RQDepth]
+	if a.SRQ == nil {
+		qp.rq = qp.rq[:a.RQDepth]
+	}
 	qp.stats.init()
 	d.mu.Lock()
 	if d.closed || len(d.qps) >= d.cfg.MaxQPs {
 		d.mu.Unlock()
 		qp.detachCQs()
+		a.SRQ.detachIf()
 		if d.closed {
 			return nil, ErrClosed
 		}
@@ -319,11 +351,19 @@ func (d *Device) CreateQP(a QPAttr) (*QP, error) {
 
 func (qp *QP) detachCQs() {
 	if qp.scq == qp.rcq {
-		qp.scq.detach(len(qp.sq) - 1 + len(qp.rq))
+		qp.scq.detach(len(qp.sq) - 1 + qp.rqDepth())
 	} else {
 		qp.scq.detach(len(qp.sq) - 1)
-		qp.rcq.detach(len(qp.rq))
+		qp.rcq.detach(qp.rqDepth())
 	}
+}
+
+// rqDepth is the depth of the QP's own receive queue (0 on an SRQ).
+func (qp *QP) rqDepth() int {
+	if qp.srq != nil {
+		return 0
+	}
+	return len(qp.rq)
 }
 
 // Num returns the QP number (also the stream id MRs can be bound to).
@@ -351,7 +391,7 @@ func (qp *QP) ConnInfo() ConnInfo {
 type QueueInfo struct {
 	SQDepth, RQDepth int // work requests each queue holds
 	SQOutstanding    int // send WRs posted and not yet completed
-	RQPosted         int // receive WRs posted and not yet consumed
+	RQPosted         int // receive WRs posted and not yet consumed (on an SRQ: taken, 0 or 1)
 	ORDOutstanding   int // our Reads and Atomics awaiting a response
 	IRDOutstanding   int // the peer's Reads and Atomics being answered
 }
@@ -360,7 +400,7 @@ type QueueInfo struct {
 func (qp *QP) Queues() QueueInfo {
 	qp.mu.Lock()
 	defer qp.mu.Unlock()
-	return QueueInfo{SQDepth: qp.sqLen(), RQDepth: len(qp.rq), SQOutstanding: int(qp.sqTail - qp.sqHead),
+	return QueueInfo{SQDepth: qp.sqLen(), RQDepth: qp.rqDepth(), SQOutstanding: int(qp.sqTail - qp.sqHead),
 		RQPosted: int(qp.rqTail - qp.rqHead), ORDOutstanding: int(qp.ordTail - qp.ordHead),
 		IRDOutstanding: int(qp.irdTail - qp.irdHead)}
 }
@@ -407,7 +447,7 @@ func (qp *QP) sqSlot(seq uint32) (*sqEntry, []SGE) {
 
 func (qp *QP) rqSlot(seq uint32) (*rqEntry, []SGE) {
 	i := int(seq % uint32(len(qp.rq)))
-	m := max(qp.maxSGE, 1)
+	m := qp.rqSGEs
 	return &qp.rq[i], qp.rqSGE[i*m : i*m+m]
 }
 
@@ -493,9 +533,10 @@ func (qp *QP) postInternalLocked(wr SendWR, kind uint8) bool {
 }
 
 // PostRecv queues a receive work request (ibv_post_recv). It copies wr and
-// allocates nothing.
+// allocates nothing. A QP on an SRQ refuses it (ErrInvalidWR, EINVAL in
+// libibverbs): its receives are the SRQ's.
 func (qp *QP) PostRecv(wr *RecvWR) error {
-	if len(wr.SGL) > qp.maxSGE {
+	if len(wr.SGL) > qp.maxSGE || qp.srq != nil {
 		return ErrInvalidWR
 	}
 	var length uint64
@@ -606,6 +647,18 @@ func (qp *QP) consumeRecvLocked(c *Completion) {
 		return
 	}
 	c.ID, c.QPNum = r.id, qp.num
+	if qp.srq != nil {
+		// Back to the SRQ, for any of its QPs; the CQ entry reserved
+		// when it was taken is not needed. A full SRQ (the application
+		// posted meanwhile) leaves it to complete as usual.
+		if !qp.srq.putBack(r, sgl) {
+			qp.completeRecv(r, c)
+			return
+		}
+		qp.rcq.release()
+		qp.recvSink(*c)
+		return
+	}
 	// The head's slot is free now; the tail's is the same slot when the
 	// queue was full, else an empty one.
 	if t, tsgl := qp.rqSlot(qp.rqTail); t != r {
@@ -807,6 +860,7 @@ func (qp *QP) Close() error {
 		qp.rxReader.Close()
 	}
 	qp.detachCQs()
+	qp.srq.detachIf()
 	qp.dev.mu.Lock()
 	delete(qp.dev.qps, qp.num)
 	qp.dev.mu.Unlock()
