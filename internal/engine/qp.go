@@ -263,6 +263,9 @@ const ddpUntaggedLen = 18
 // queues attached to them (a CQ's capacity covers the depths of every
 // queue it serves), so that no completion can ever be lost.
 func (d *Device) CreateQP(a QPAttr) (*QP, error) {
+	if a.SRQ != nil {
+		a.RQDepth = 0 // receives are reserved on RecvCQ as the QP takes them
+	}
 	if a.MaxSGE == 0 {
 		a.MaxSGE = 4
 	}
@@ -281,8 +284,6 @@ func (d *Device) CreateQP(a QPAttr) (*QP, error) {
 	}
 	rqPD, rqSGEs := a.PD, max(a.MaxSGE, 1)
 	if a.SRQ != nil {
-		// Receives are reserved on RecvCQ as the QP takes them.
-		a.RQDepth = 0
 		rqPD, rqSGEs = a.SRQ.pd, max(a.SRQ.maxSGE, 1)
 		if !a.SRQ.attach() {
 			return nil, ErrClosed
