@@ -134,8 +134,9 @@ type QP struct {
 	// recvSink, when set, takes successful receives, which are reposted
 	// at once (QPAttr.RecvSink, consumeRecvLocked).
 	recvSink func(Completion)
-	// srq, when set, supplies the receives (srq.go): rq is then one slot
-	// holding the WR taken for the message being received, if any. rqPD
+	// srq, when set, supplies the receives (srq.go): rq then has length
+	// 0 and one slot (its capacity), which holds the WR taken for the
+	// message being received, if any. rqPD
 	// is the PD the receives' lkeys belong to (the SRQ's or the QP's),
 	// rqSGEs the SGEs per rq slot.
 	srq    *SRQ
@@ -263,9 +264,6 @@ const ddpUntaggedLen = 18
 // queues attached to them (a CQ's capacity covers the depths of every
 // queue it serves), so that no completion can ever be lost.
 func (d *Device) CreateQP(a QPAttr) (*QP, error) {
-	if a.SRQ != nil {
-		a.RQDepth = 0 // receives are reserved on RecvCQ as the QP takes them
-	}
 	if a.MaxSGE == 0 {
 		a.MaxSGE = 4
 	}
@@ -275,33 +273,26 @@ func (d *Device) CreateQP(a QPAttr) (*QP, error) {
 	if a.MaxIRD == 0 || a.MaxIRD > d.cfg.MaxIRD {
 		a.MaxIRD = d.cfg.MaxIRD
 	}
+	if a.SRQ != nil {
+		a.RQDepth = 0 // its receives are reserved on RecvCQ as it takes them (srq.go)
+	}
 	if a.SendCQ == nil || a.RecvCQ == nil || a.SQDepth <= 0 || a.RQDepth < 0 ||
 		a.SQDepth > d.cfg.MaxWR || a.RQDepth > d.cfg.MaxWR || a.MaxSGE < 0 || a.MaxSGE > d.cfg.MaxSGE {
 		return nil, ErrBadAttr
 	}
-	if a.SendCQ.dev != d || a.RecvCQ.dev != d || a.SRQ != nil && a.SRQ.dev != d {
+	if a.SendCQ.dev != d || a.RecvCQ.dev != d {
 		return nil, ErrWrongDevice
-	}
-	rqPD, rqSGEs := a.PD, max(a.MaxSGE, 1)
-	if a.SRQ != nil {
-		rqPD, rqSGEs = a.SRQ.pd, max(a.SRQ.maxSGE, 1)
-		if !a.SRQ.attach() {
-			return nil, ErrClosed
-		}
 	}
 	if a.SendCQ == a.RecvCQ {
 		if !a.SendCQ.attach(a.SQDepth + a.RQDepth) {
-			a.SRQ.detachIf()
 			return nil, ErrCQOverflow
 		}
 	} else {
 		if !a.SendCQ.attach(a.SQDepth) {
-			a.SRQ.detachIf()
 			return nil, ErrCQOverflow
 		}
 		if !a.RecvCQ.attach(a.RQDepth) {
 			a.SendCQ.detach(a.SQDepth)
-			a.SRQ.detachIf()
 			return nil, ErrCQOverflow
 		}
 	}
@@ -309,25 +300,23 @@ func (d *Device) CreateQP(a QPAttr) (*QP, error) {
 	if rq == 0 {
 		rq = 1
 	}
-	held := rq
-	if a.SRQ != nil {
-		held = len(a.SRQ.rq)
-	}
 	qp := &QP{
 		dev: d, pd: a.PD, scq: a.SendCQ, rcq: a.RecvCQ, maxSGE: a.MaxSGE, sigAll: a.SigAll, recvSink: a.RecvSink,
 		maxORD: a.MaxORD, maxIRD: a.MaxIRD, reqTimeout: cmp.Or(a.RequestTimeout, d.cfg.RequestTimeout), wakeAfter: cmp.Or(a.WakeAfter, defaultWakeAfter),
 		sq: make([]sqEntry, a.SQDepth+1), sqSGE: make([]SGE, (a.SQDepth+1)*max(a.MaxSGE, 1)),
-		rq: make([]rqEntry, rq), rqSGE: make([]SGE, rq*rqSGEs), held: make([]Completion, 0, held),
-		srq: a.SRQ, rqPD: rqPD, rqSGEs: rqSGEs,
+		rq: make([]rqEntry, rq), rqSGE: make([]SGE, rq*max(a.MaxSGE, 1)), held: make([]Completion, 0, rq),
 		ordQ: make([]uint32, a.MaxORD+1), irdQ: make([]irdEntry, a.MaxIRD+1),
 		sendMSN: 1, reqMSN: 1, atomRespMSN: 1, recvMSN: 1, inReqMSN: 1, atomRespExp: 1,
 		doorbell: make(chan struct{}, 1), stop: make(chan struct{}), rxExit: make(chan struct{}), txEnded: make(chan struct{}),
 		ended: make(chan struct{}),
 	}
-	if a.SRQ == nil {
-		qp.rq = qp.rq[:a.RQDepth]
-	}
+	qp.rq = qp.rq[:a.RQDepth]
 	qp.stats.init()
+	qp.rqPD, qp.rqSGEs = a.PD, max(a.MaxSGE, 1)
+	if err := qp.useSRQ(a.SRQ); err != nil {
+		qp.detachCQs()
+		return nil, err
+	}
 	d.mu.Lock()
 	if d.closed || len(d.qps) >= d.cfg.MaxQPs {
 		d.mu.Unlock()
@@ -352,19 +341,11 @@ func (d *Device) CreateQP(a QPAttr) (*QP, error) {
 
 func (qp *QP) detachCQs() {
 	if qp.scq == qp.rcq {
-		qp.scq.detach(len(qp.sq) - 1 + qp.rqDepth())
+		qp.scq.detach(len(qp.sq) - 1 + len(qp.rq))
 	} else {
 		qp.scq.detach(len(qp.sq) - 1)
-		qp.rcq.detach(qp.rqDepth())
+		qp.rcq.detach(len(qp.rq))
 	}
-}
-
-// rqDepth is the depth of the QP's own receive queue (0 on an SRQ).
-func (qp *QP) rqDepth() int {
-	if qp.srq != nil {
-		return 0
-	}
-	return len(qp.rq)
 }
 
 // Num returns the QP number (also the stream id MRs can be bound to).
@@ -401,7 +382,7 @@ type QueueInfo struct {
 func (qp *QP) Queues() QueueInfo {
 	qp.mu.Lock()
 	defer qp.mu.Unlock()
-	return QueueInfo{SQDepth: qp.sqLen(), RQDepth: qp.rqDepth(), SQOutstanding: int(qp.sqTail - qp.sqHead),
+	return QueueInfo{SQDepth: qp.sqLen(), RQDepth: len(qp.rq), SQOutstanding: int(qp.sqTail - qp.sqHead),
 		RQPosted: int(qp.rqTail - qp.rqHead), ORDOutstanding: int(qp.ordTail - qp.ordHead),
 		IRDOutstanding: int(qp.irdTail - qp.irdHead)}
 }
@@ -447,9 +428,10 @@ func (qp *QP) sqSlot(seq uint32) (*sqEntry, []SGE) {
 }
 
 func (qp *QP) rqSlot(seq uint32) (*rqEntry, []SGE) {
-	i := int(seq % uint32(len(qp.rq)))
+	rq := qp.rq[:cap(qp.rq)] // an SRQ's QP: length 0, one slot
+	i := int(seq % uint32(len(rq)))
 	m := qp.rqSGEs
-	return &qp.rq[i], qp.rqSGE[i*m : i*m+m]
+	return &rq[i], qp.rqSGE[i*m : i*m+m]
 }
 
 // PostSend queues a send work request (ibv_post_send). It copies wr and its

@@ -221,6 +221,25 @@ func (s *SRQ) putBack(r *rqEntry, sgl []SGE) bool {
 	return true
 }
 
+// useSRQ makes qp, being created, take its receives from s (nil: its own
+// RQ): its one rq slot gets s's SGE count and PD, and it may hold behind
+// an invalidation as many completions as s has receives.
+func (qp *QP) useSRQ(s *SRQ) error {
+	if s == nil {
+		return nil
+	}
+	if s.dev != qp.dev {
+		return ErrWrongDevice
+	}
+	if !s.attach() {
+		return ErrClosed
+	}
+	qp.srq, qp.rqPD, qp.rqSGEs = s, s.pd, max(s.maxSGE, 1)
+	qp.rqSGE = make([]SGE, qp.rqSGEs)
+	qp.held = make([]Completion, 0, len(s.rq))
+	return nil
+}
+
 // srqTakeLocked gives a QP on an SRQ whose own one-slot queue is empty
 // the SRQ's next receive, with an entry reserved on its receive CQ. The
 // error is the Terminate to send when it cannot: no QP's receive, no
