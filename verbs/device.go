@@ -22,6 +22,7 @@ var (
 	ErrTooManyQPs    = rnic.ErrTooManyQPs
 	ErrCQOverflow    = rnic.ErrCQOverflow
 	ErrCQBusy        = rnic.ErrCQBusy
+	ErrSRQBusy       = rnic.ErrSRQBusy
 	ErrPDBusy        = errors.New("verbs: PD still has memory regions (deregister them first)")
 	ErrQueueFull     = rnic.ErrQueueFull
 	ErrCQFull        = rnic.ErrCQFull

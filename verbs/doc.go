@@ -31,6 +31,9 @@
 //	sq_sig_all, IBV_SEND_SIGNALED        QPAttr.SigAll, FlagSignaled
 //	IBV_SEND_SOLICITED, IBV_SEND_FENCE   FlagSolicited, FlagFence
 //	ibv_post_send, ibv_post_recv         QP.PostSend(*SendWR), QP.PostRecv(*RecvWR), QP.Post* helpers
+//	ibv_create_srq / ibv_destroy_srq     PD.CreateSRQ(SRQAttr), SRQ.Close; QPAttr.SRQ (init_attr.srq)
+//	ibv_post_srq_recv, ibv_query_srq     SRQ.PostRecv, SRQ.Query
+//	ibv_modify_srq (srq_limit)           SRQ.SetLimit, SRQ.LimitEvents (IBV_EVENT_SRQ_LIMIT_REACHED)
 //	ibv_sge, ibv_send_wr, ibv_recv_wr    SGE, SendWR, RecvWR
 //	ibv_wc, wc.status, wc.opcode         Completion, Status, Opcode
 //	IBV_WC_WITH_IMM, IBV_WC_WITH_INV     WCWithImm, WCWithInv

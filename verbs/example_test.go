@@ -105,3 +105,47 @@ func Example_remoteAtomics() {
 	// responder: RECV_RDMA_WITH_IMM id=100 len=12 imm=0xc0ffee data="hello, iWARP"
 	// initiator: RDMA_WRITE_WITH_IMM success
 }
+
+// A server whose QPs share one receive queue: each QP created with the
+// SRQ takes its receives from it, and each receive completes on the CQ of
+// the QP that took it. The limit event says when to post more.
+func ExampleSRQ() {
+	dev, err := verbs.Open(verbs.DeviceConfig{Transport: "kernel"})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer dev.Close()
+	pd, _ := dev.AllocPD()
+	mr, _ := pd.RegMR(make([]byte, 64*1024), verbs.AccessLocalWrite)
+	srq, err := pd.CreateSRQ(verbs.SRQAttr{Depth: 64, MaxSGE: 1}) // ibv_create_srq
+	if err != nil {
+		log.Fatal(err)
+	}
+	for i := range 64 {
+		srq.PostRecvBuf(uint64(i), mr.SGE(i*1024, 1024)) // ibv_post_srq_recv
+	}
+	srq.SetLimit(16) // ibv_modify_srq(IBV_SRQ_LIMIT)
+	cq, _ := dev.CreateCQ(256)
+	var qps []*verbs.QP
+	for range 4 { // one per client, accepted from a Listener as usual
+		qp, err := pd.CreateQP(verbs.QPAttr{SendCQ: cq, RecvCQ: cq, SQDepth: 16, SRQ: srq})
+		if err != nil {
+			log.Fatal(err)
+		}
+		qps = append(qps, qp)
+	}
+	select {
+	case <-srq.LimitEvents(): // IBV_EVENT_SRQ_LIMIT_REACHED
+		// Fewer than 16 left: repost what was polled, then re-arm.
+		srq.SetLimit(16)
+	default:
+	}
+	fmt.Println(srq.Query().Posted, len(qps))
+	for _, qp := range qps {
+		qp.Close()
+	}
+	fmt.Println(srq.Close())
+	// Output:
+	// 64 4
+	// <nil>
+}

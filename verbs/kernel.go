@@ -220,9 +220,17 @@ func (k *kernelDev) createQP(pd uint32, a *QPAttr) (qpImpl, error) {
 	if !ok1 || !ok2 {
 		return nil, ErrWrongDevice
 	}
+	var srq *engine.SRQ
+	if a.SRQ != nil {
+		s, ok := a.SRQ.s.(*kernelSRQ)
+		if !ok {
+			return nil, ErrWrongDevice
+		}
+		srq = s.srq
+	}
 	qp, err := k.d.CreateQP(engine.QPAttr{PD: mem.PD(pd), SendCQ: scq.cq, RecvCQ: rcq.cq,
 		SQDepth: a.SQDepth, RQDepth: a.RQDepth, MaxSGE: a.MaxSGE, SigAll: a.SigAll, MaxORD: a.MaxORD, MaxIRD: a.MaxIRD,
-		RequestTimeout: a.RequestTimeout, WakeAfter: a.WakeAfter, RecvSink: a.RecvSink})
+		RequestTimeout: a.RequestTimeout, WakeAfter: a.WakeAfter, RecvSink: a.RecvSink, SRQ: srq})
 	if err != nil {
 		return nil, mapErr(err)
 	}
@@ -230,6 +238,24 @@ func (k *kernelDev) createQP(pd uint32, a *QPAttr) (qpImpl, error) {
 }
 
 func (q *kernelQP) num() uint32 { return q.qp.Num() }
+
+// SRQ
+
+type kernelSRQ struct{ srq *engine.SRQ }
+
+func (k *kernelDev) createSRQ(pd uint32, a *SRQAttr) (srqImpl, error) {
+	s, err := k.d.CreateSRQ(engine.SRQAttr{PD: mem.PD(pd), Depth: a.Depth, MaxSGE: a.MaxSGE, Limit: a.Limit})
+	if err != nil {
+		return nil, mapErr(err)
+	}
+	return &kernelSRQ{srq: s}, nil
+}
+
+func (s *kernelSRQ) postRecv(wr *RecvWR) error    { return s.srq.PostRecv(wr) }
+func (s *kernelSRQ) setLimit(limit int) error     { return s.srq.SetLimit(limit) }
+func (s *kernelSRQ) limitEvents() <-chan struct{} { return s.srq.LimitEvents() }
+func (s *kernelSRQ) query() SRQInfo               { return s.srq.Query() }
+func (s *kernelSRQ) close() error                 { return s.srq.Close() }
 
 // The work requests are the engine's own type: posted as they are.
 func (q *kernelQP) postSend(wr *SendWR) error { return mapErr(q.qp.PostSend(wr)) }

@@ -31,6 +31,7 @@ type provider interface {
 	allocMR(pd uint32, size int, a Access, o AllocOptions) (mrImpl, error)
 	createCQ(depth int) (cqImpl, error)
 	createQP(pd uint32, a *QPAttr) (qpImpl, error)
+	createSRQ(pd uint32, a *SRQAttr) (srqImpl, error)
 	listen(network, addr string, lc ListenConfig) (listenerImpl, error)
 	// memStats reads the device's access-check failure counters and its
 	// number of registered MRs.
@@ -61,6 +62,14 @@ type cqImpl interface {
 	len() int
 	cap() int
 	resize(n int) (int, error)
+	close() error
+}
+
+type srqImpl interface {
+	postRecv(wr *RecvWR) error
+	setLimit(limit int) error
+	limitEvents() <-chan struct{}
+	query() SRQInfo
 	close() error
 }
 

@@ -61,6 +61,11 @@ type QPAttr struct {
 	// completed behind one, since those completions wait for the
 	// invalidation's grace period.
 	RecvSink func(Completion)
+	// SRQ, when set, is the shared receive queue the QP takes its
+	// receives from (ibv_qp_init_attr.srq): RQDepth is ignored and
+	// PostRecv refuses (ErrInvalidWR). With RecvSink, a receive handed
+	// to the sink goes back to the SRQ. See SRQ.
+	SRQ *SRQ
 }
 
 // MaxInlineData is the largest QPAttr.MaxInlineData.
@@ -94,7 +99,7 @@ func (pd *PD) CreateQP(a QPAttr) (*QP, error) {
 	if a.SendCQ == nil || a.RecvCQ == nil {
 		return nil, ErrBadAttr
 	}
-	if a.SendCQ.dev != pd.dev || a.RecvCQ.dev != pd.dev {
+	if a.SendCQ.dev != pd.dev || a.RecvCQ.dev != pd.dev || a.SRQ != nil && a.SRQ.pd.dev != pd.dev {
 		return nil, ErrWrongDevice
 	}
 	if a.MaxSGE <= 0 {

@@ -44,6 +44,8 @@ const (
 	// enum ibv_event_type
 	IBV_EVENT_QP_FATAL      = 1
 	IBV_EVENT_QP_ACCESS_ERR = 3
+	// IBV_EVENT_SRQ_LIMIT_REACHED is 15 in enum ibv_event_type.
+	IBV_EVENT_SRQ_LIMIT_REACHED = 15
 
 	// enum ibv_access_flags
 	IBV_ACCESS_LOCAL_WRITE      = 1
@@ -106,6 +108,9 @@ const (
 	sendSolicited = 1 << 1
 	sendFence     = 1 << 2
 	sendInline    = 1 << 3
+
+	srqMaxWR = 1 << 0
+	srqLimit = 1 << 1
 )
 
 // The layouts of xrnic_engine.h's structures (exports.go checks sizes and
@@ -185,6 +190,22 @@ type qpInitT struct {
 	SQSigAll       int32
 	AsyncCh        uint64
 	Cookie         uint64
+	SRQ            uint64
+}
+
+type srqInitT struct {
+	MaxWR    uint32
+	MaxSGE   uint32
+	SRQLimit uint32
+	Reserved uint32
+	AsyncCh  uint64
+	Cookie   uint64
+}
+
+type srqAttrT struct {
+	MaxWR    uint32
+	MaxSGE   uint32
+	SRQLimit uint32
 }
 
 type sgeT struct {

@@ -17,7 +17,7 @@ var ctl sync.Mutex
 
 type pdObj struct {
 	pd   *verbs.PD
-	nqps atomic.Int32
+	nqps atomic.Int32 // QPs and SRQs
 }
 
 type mrObj struct {
@@ -37,6 +37,7 @@ type qpObj struct {
 	qp       *verbs.QP
 	pd       *pdObj
 	scq, rcq *cqObj
+	srq      *srqObj // nil: the QP's own RQ
 	async    *channel
 	cookie   uint64
 	maxSGE   int
@@ -395,6 +396,13 @@ func createQP(pdh uint64, in *qpInitT, out *uint64, qpn *uint32) int {
 			return fail(syscall.EBADF, "xrnic_create_qp: no such async channel")
 		}
 	}
+	var srq *srqObj
+	if in.SRQ != 0 {
+		if srq = getT[srqObj](in.SRQ); srq == nil {
+			return fail(syscall.EBADF, "xrnic_create_qp: no such SRQ")
+		}
+		in.MaxRecvWR, in.MaxRecvSGE = 0, 0 // the SRQ's
+	}
 	a := dev.a
 	sge := int(max(in.MaxSendSGE, in.MaxRecvSGE, 1))
 	if int(in.MaxSendWR) > a.MaxWR || int(in.MaxRecvWR) > a.MaxWR || sge > a.MaxSGE || in.MaxInlineData > maxInline {
@@ -402,15 +410,22 @@ func createQP(pdh uint64, in *qpInitT, out *uint64, qpn *uint32) int {
 			in.MaxSendWR, in.MaxRecvWR, a.MaxWR, sge, a.MaxSGE, in.MaxInlineData, maxInline)
 	}
 	sq := int(max(in.MaxSendWR, 1))
-	qp, err := p.pd.CreateQP(verbs.QPAttr{SendCQ: scq.cq, RecvCQ: rcq.cq, SQDepth: sq, RQDepth: int(in.MaxRecvWR),
-		MaxSGE: sge, SigAll: in.SQSigAll != 0, MaxInlineData: int(in.MaxInlineData)})
+	qa := verbs.QPAttr{SendCQ: scq.cq, RecvCQ: rcq.cq, SQDepth: sq, RQDepth: int(in.MaxRecvWR),
+		MaxSGE: sge, SigAll: in.SQSigAll != 0, MaxInlineData: int(in.MaxInlineData)}
+	if srq != nil {
+		qa.SRQ = srq.srq
+	}
+	qp, err := p.pd.CreateQP(qa)
 	if err != nil {
 		if errors.Is(err, verbs.ErrTooManyQPs) {
 			return fail(syscall.ENOMEM, "xrnic_create_qp: %v", err)
 		}
+		if errors.Is(err, verbs.ErrWrongDevice) || errors.Is(err, verbs.ErrClosed) {
+			return fail(syscall.EINVAL, "xrnic_create_qp: %v (the SRQ was destroyed, or is not this device's)", err)
+		}
 		return fail(syscall.EINVAL, "xrnic_create_qp: %v", err)
 	}
-	q := &qpObj{qp: qp, pd: p, scq: scq, rcq: rcq, async: async, cookie: in.Cookie, maxSGE: sge, stop: make(chan struct{}), inline: qp.MaxInlineData()}
+	q := &qpObj{qp: qp, pd: p, scq: scq, rcq: rcq, srq: srq, async: async, cookie: in.Cookie, maxSGE: sge, stop: make(chan struct{}), inline: qp.MaxInlineData()}
 	h := handles.add(q)
 	if h == 0 {
 		q.release()
@@ -419,12 +434,18 @@ func createQP(pdh uint64, in *qpInitT, out *uint64, qpn *uint32) int {
 	p.nqps.Add(1)
 	scq.nqps.Add(1)
 	rcq.nqps.Add(1)
+	if srq != nil {
+		srq.nqps.Add(1)
+	}
 	if async != nil {
 		q.wg.Add(1)
 		go q.watch()
 	}
 	in.MaxSendWR = uint32(sq)
 	in.MaxSendSGE, in.MaxRecvSGE = uint32(sge), uint32(sge)
+	if srq != nil {
+		in.MaxRecvSGE = 0
+	}
 	in.MaxInlineData = uint32(q.inline)
 	*out, *qpn = h, qp.Num()
 	return 0
@@ -472,6 +493,9 @@ func destroyQP(h uint64) int {
 	q.pd.nqps.Add(-1)
 	q.scq.nqps.Add(-1)
 	q.rcq.nqps.Add(-1)
+	if q.srq != nil {
+		q.srq.nqps.Add(-1)
+	}
 	return 0
 }
 

@@ -35,6 +35,9 @@ func dumpOnSignal() {
 					if q, ok := o.(*qpObj); ok {
 						debugf("QP %d: state %v, queues %+v, stats tx %d rx %d", q.qp.Num(), q.qp.State(), q.qp.Queues(), q.qp.Stats().TxFPDUs, q.qp.Stats().RxFPDUs)
 					}
+					if s, ok := o.(*srqObj); ok {
+						debugf("SRQ: %+v, used by %d QPs", s.srq.Query(), s.nqps.Load())
+					}
 				})
 			}
 		}()

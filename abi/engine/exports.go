@@ -9,6 +9,8 @@ package main
 // here, the others are checked against cgo's.
 #define xrnic_post_send xrnic_post_send_h
 #define xrnic_post_recv xrnic_post_recv_h
+#define xrnic_modify_srq xrnic_modify_srq_h
+#define xrnic_post_srq_recv xrnic_post_srq_recv_h
 #define xrnic_cm_bind xrnic_cm_bind_h
 #define xrnic_cm_resolve_addr xrnic_cm_resolve_addr_h
 #define xrnic_cm_connect xrnic_cm_connect_h
@@ -17,6 +19,8 @@ package main
 #include "xrnic_engine.h"
 #undef xrnic_post_send
 #undef xrnic_post_recv
+#undef xrnic_modify_srq
+#undef xrnic_post_srq_recv
 #undef xrnic_cm_bind
 #undef xrnic_cm_resolve_addr
 #undef xrnic_cm_connect
@@ -47,6 +51,10 @@ var (
 	_ [unsafe.Sizeof(C.struct_xrnic_recv_wr{}) - unsafe.Sizeof(recvWRT{})]byte
 	_ [unsafe.Sizeof(recvWRT{}) - unsafe.Sizeof(C.struct_xrnic_recv_wr{})]byte
 	_ [unsafe.Sizeof(C.struct_xrnic_conn_param{}) - unsafe.Sizeof(connParamT{})]byte
+	_ [unsafe.Sizeof(C.struct_xrnic_srq_init{}) - unsafe.Sizeof(srqInitT{})]byte
+	_ [unsafe.Sizeof(srqInitT{}) - unsafe.Sizeof(C.struct_xrnic_srq_init{})]byte
+	_ [unsafe.Sizeof(C.struct_xrnic_srq_attr{}) - unsafe.Sizeof(srqAttrT{})]byte
+	_ [unsafe.Sizeof(srqAttrT{}) - unsafe.Sizeof(C.struct_xrnic_srq_attr{})]byte
 	_ [unsafe.Sizeof(connParamT{}) - unsafe.Sizeof(C.struct_xrnic_conn_param{})]byte
 )
 
@@ -66,6 +74,10 @@ var (
 	_ [unsafe.Offsetof(wcT{}.WCFlags) - unsafe.Offsetof(C.struct_xrnic_wc{}.wc_flags)]byte
 	_ [unsafe.Offsetof(C.struct_xrnic_qp_init{}.async_ch) - unsafe.Offsetof(qpInitT{}.AsyncCh)]byte
 	_ [unsafe.Offsetof(qpInitT{}.AsyncCh) - unsafe.Offsetof(C.struct_xrnic_qp_init{}.async_ch)]byte
+	_ [unsafe.Offsetof(C.struct_xrnic_qp_init{}.srq) - unsafe.Offsetof(qpInitT{}.SRQ)]byte
+	_ [unsafe.Offsetof(qpInitT{}.SRQ) - unsafe.Offsetof(C.struct_xrnic_qp_init{}.srq)]byte
+	_ [unsafe.Offsetof(C.struct_xrnic_srq_init{}.async_ch) - unsafe.Offsetof(srqInitT{}.AsyncCh)]byte
+	_ [unsafe.Offsetof(srqInitT{}.AsyncCh) - unsafe.Offsetof(C.struct_xrnic_srq_init{}.async_ch)]byte
 	_ [unsafe.Offsetof(C.struct_xrnic_send_wr{}.sg_list) - unsafe.Offsetof(sendWRT{}.SgList)]byte
 	_ [unsafe.Offsetof(sendWRT{}.SgList) - unsafe.Offsetof(C.struct_xrnic_send_wr{}.sg_list)]byte
 	_ [unsafe.Offsetof(C.struct_xrnic_send_wr{}.remote_addr) - unsafe.Offsetof(sendWRT{}.RemoteAddr)]byte
@@ -233,6 +245,38 @@ func xrnic_post_send(qp C.uint64_t, wr *C.struct_xrnic_send_wr, n C.int, posted 
 //export xrnic_post_recv
 func xrnic_post_recv(qp C.uint64_t, wr *C.struct_xrnic_recv_wr, n C.int, posted *C.int) C.int {
 	return C.int(postRecv(uint64(qp), (*recvWRT)(unsafe.Pointer(wr)), int32(n), (*int32)(unsafe.Pointer(posted))))
+}
+
+//export xrnic_create_srq
+func xrnic_create_srq(pd C.uint64_t, init *C.struct_xrnic_srq_init, srq *C.uint64_t) C.int {
+	if init == nil || srq == nil {
+		return C.int(fail(22, "xrnic_create_srq: NULL argument"))
+	}
+	return C.int(createSRQ(uint64(pd), (*srqInitT)(unsafe.Pointer(init)), (*uint64)(unsafe.Pointer(srq))))
+}
+
+//export xrnic_destroy_srq
+func xrnic_destroy_srq(srq C.uint64_t) C.int { return C.int(destroySRQ(uint64(srq))) }
+
+//export xrnic_modify_srq
+func xrnic_modify_srq(srq C.uint64_t, attr *C.struct_xrnic_srq_attr, mask C.int) C.int {
+	if attr == nil {
+		return C.int(fail(22, "xrnic_modify_srq: attr is NULL"))
+	}
+	return C.int(modifySRQ(uint64(srq), (*srqAttrT)(unsafe.Pointer(attr)), int32(mask)))
+}
+
+//export xrnic_query_srq
+func xrnic_query_srq(srq C.uint64_t, attr *C.struct_xrnic_srq_attr) C.int {
+	if attr == nil {
+		return C.int(fail(22, "xrnic_query_srq: attr is NULL"))
+	}
+	return C.int(querySRQ(uint64(srq), (*srqAttrT)(unsafe.Pointer(attr))))
+}
+
+//export xrnic_post_srq_recv
+func xrnic_post_srq_recv(srq C.uint64_t, wr *C.struct_xrnic_recv_wr, n C.int, posted *C.int) C.int {
+	return C.int(postSRQRecv(uint64(srq), (*recvWRT)(unsafe.Pointer(wr)), int32(n), (*int32)(unsafe.Pointer(posted))))
 }
 
 //export xrnic_cm_create_id

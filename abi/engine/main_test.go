@@ -100,7 +100,7 @@ func (c *testChan) expectCM(t *testing.T, code uint32, cookie uint64) eventT {
 // side is one end: PD, memory, CQs and a QP.
 type side struct {
 	pd, mr, scq, rcq, qp uint64
-	stag                 uint32
+	stag, qpn            uint32
 	buf                  []byte
 	async                *testChan
 	comp                 *testChan
@@ -112,6 +112,9 @@ func (s *side) sge(off, n int) sgeT { return sgeT{Addr: s.addr(off), Length: uin
 type sideOpts struct {
 	inline uint32
 	sq, rq uint32
+	// srq, when set, is the SRQ the QP takes its receives from; if it
+	// is 0, newSide creates one of depth rq on the side's PD first.
+	srq *uint64
 }
 
 func newSide(t *testing.T, o sideOpts) *side {
@@ -131,13 +134,26 @@ func newSide(t *testing.T, o sideOpts) *side {
 	must(t, createCQ(int32(o.rq), s.comp.h, 77, &s.rcq, &d))
 	in := qpInitT{SendCQ: s.scq, RecvCQ: s.rcq, MaxSendWR: o.sq, MaxRecvWR: o.rq, MaxSendSGE: 4, MaxRecvSGE: 4,
 		MaxInlineData: o.inline, AsyncCh: s.async.h, Cookie: 99}
+	var srq uint64 // created here
+	if o.srq != nil {
+		if *o.srq == 0 {
+			si := srqInitT{MaxWR: o.rq, MaxSGE: 2, AsyncCh: s.async.h, Cookie: 55}
+			must(t, createSRQ(s.pd, &si, o.srq))
+			srq = *o.srq
+		}
+		in.SRQ = *o.srq
+	}
 	var qpn uint32
 	must(t, createQP(s.pd, &in, &s.qp, &qpn))
+	s.qpn = qpn
 	if o.inline > 0 && in.MaxInlineData < o.inline {
 		t.Fatalf("max_inline_data %d made, %d asked", in.MaxInlineData, o.inline)
 	}
 	t.Cleanup(func() {
 		destroyQP(s.qp)
+		if srq != 0 {
+			destroySRQ(srq)
+		}
 		destroyCQ(s.scq)
 		destroyCQ(s.rcq)
 		deregMR(s.mr)

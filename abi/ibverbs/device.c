@@ -225,6 +225,10 @@ static void fill_device_attr(const struct xrnic_device_attr *a,
 	d->hw_ver = a->hw_ver;
 	d->max_qp = a->max_qp;
 	d->max_qp_wr = a->max_qp_wr;
+	/* An SRQ has a receive queue's limits (one per QP at most). */
+	d->max_srq = a->max_qp;
+	d->max_srq_wr = a->max_qp_wr;
+	d->max_srq_sge = a->max_sge;
 	d->device_cap_flags = IBV_DEVICE_SYS_IMAGE_GUID |
 			      IBV_DEVICE_PORT_ACTIVE_EVENT;
 	d->max_sge = a->max_sge;
@@ -456,6 +460,28 @@ static int qp_event(enum ibv_event_type t)
 	}
 }
 
+/* The event types whose element is an SRQ. */
+static int srq_event(enum ibv_event_type t)
+{
+	return t == IBV_EVENT_SRQ_ERR || t == IBV_EVENT_SRQ_LIMIT_REACHED;
+}
+
+/* Finds the live SRQ cookie names and counts the event reported (x->lock
+   held). */
+static struct ibv_srq *srq_of(struct xctx *x, uint64_t cookie)
+{
+	struct xsrq *s;
+
+	for (s = x->srqs; s; s = s->next)
+		if ((uintptr_t)s == cookie) {
+			pthread_mutex_lock(&s->srq.mutex);
+			s->events_reported++;
+			pthread_mutex_unlock(&s->srq.mutex);
+			return &s->srq;
+		}
+	return NULL;
+}
+
 EXPORT int ibv_get_async_event(struct ibv_context *context,
 			       struct ibv_async_event *event)
 {
@@ -488,6 +514,14 @@ EXPORT int ibv_get_async_event(struct ibv_context *context,
 		}
 		memset(event, 0, sizeof(*event));
 		event->event_type = (enum ibv_event_type)ev.code;
+		if (ev.cookie && srq_event(event->event_type)) {
+			pthread_mutex_lock(&x->lock);
+			event->element.srq = srq_of(x, ev.cookie);
+			pthread_mutex_unlock(&x->lock);
+			if (event->element.srq)
+				return 0;
+			continue; /* destroyed meanwhile */
+		}
 		if (!ev.cookie || !qp_event(event->event_type)) {
 			/* the port's or the device's */
 			if (event->event_type != IBV_EVENT_DEVICE_FATAL)
@@ -526,6 +560,15 @@ EXPORT void ibv_ack_async_event(struct ibv_async_event *event)
 		qp->events_completed++;
 		pthread_cond_signal(&qp->cond);
 		pthread_mutex_unlock(&qp->mutex);
+	} else if (srq_event(event->event_type)) {
+		struct ibv_srq *srq = event->element.srq;
+
+		if (!to_xsrq(srq))
+			return;
+		pthread_mutex_lock(&srq->mutex);
+		srq->events_completed++;
+		pthread_cond_signal(&srq->cond);
+		pthread_mutex_unlock(&srq->mutex);
 	}
 }
 

@@ -32,6 +32,7 @@ enum {
 	XCQ_MAGIC = 0x78637178,
 	XQP_MAGIC = 0x78717078,
 	XCH_MAGIC = 0x78636878,
+	XSRQ_MAGIC = 0x78737178,
 };
 
 struct xctx {
@@ -39,8 +40,9 @@ struct xctx {
 	uint32_t magic;
 	uint64_t async_ch;
 	struct xrnic_device_attr attr; /* as of open */
-	pthread_mutex_t lock;	/* guards qps */
+	pthread_mutex_t lock;	/* guards qps and srqs */
 	struct xqp *qps;	/* live QPs: async events name only these */
+	struct xsrq *srqs;	/* live SRQs, likewise */
 };
 
 struct xpd {
@@ -122,6 +124,14 @@ extern int xrnic_forked __attribute__((visibility("hidden")));
    reason has been said by xrnic_ibv_engine_check. */
 int xrnic_ibv_engine_unusable(void);
 
+struct xsrq {
+	struct ibv_srq srq;
+	uint32_t magic;
+	uint64_t h;
+	uint32_t events_reported; /* under srq.mutex */
+	struct xsrq *next;	  /* on its context's list */
+};
+
 /* registry.c: live objects, for the slow paths' argument checks. */
 int xrnic_reg_add(const void *p);
 void xrnic_reg_del(const void *p);
@@ -157,6 +167,7 @@ XTO(to_xmr, fast_xmr, xmr, XMR_MAGIC, struct ibv_mr, mr)
 XTO(to_xcq, fast_xcq, xcq, XCQ_MAGIC, struct ibv_cq, cq)
 XTO(to_xqp, fast_xqp, xqp, XQP_MAGIC, struct ibv_qp, qp)
 XTO(to_xchan, fast_xchan, xchan, XCH_MAGIC, struct ibv_comp_channel, ch)
+XTO(to_xsrq, fast_xsrq, xsrq, XSRQ_MAGIC, struct ibv_srq, srq)
 #undef XTO
 
 /* device.c */
@@ -172,6 +183,10 @@ int xrnic_ibv_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr,
 			struct ibv_send_wr **bad_wr);
 int xrnic_ibv_post_recv(struct ibv_qp *qp, struct ibv_recv_wr *wr,
 			struct ibv_recv_wr **bad_wr);
+int xrnic_ibv_post_srq_recv(struct ibv_srq *srq, struct ibv_recv_wr *wr,
+			    struct ibv_recv_wr **bad_wr);
+/* srq.c */
+void xrnic_ibv_set_srq_ops(struct xctx *x);
 int xrnic_ibv_poll_cq(struct ibv_cq *cq, int n, struct ibv_wc *wc);
 int xrnic_ibv_req_notify_cq(struct ibv_cq *cq, int solicited_only);
 

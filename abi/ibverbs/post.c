@@ -211,19 +211,15 @@ int xrnic_ibv_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr,
 	return 0;
 }
 
-int xrnic_ibv_post_recv(struct ibv_qp *qp, struct ibv_recv_wr *wr,
-			struct ibv_recv_wr **bad_wr)
+/* post_recv_list posts wr's list to the QP or (srq) SRQ h, a chunk per
+   engine call. */
+static inline int post_recv_list(uint64_t h, int srq, struct ibv_recv_wr *wr,
+				 struct ibv_recv_wr **bad_wr)
 {
 	struct xrnic_recv_wr w[CHUNK];
 	struct ibv_recv_wr *src[CHUNK];
-	struct xqp *x = fast_xqp(qp);
 	int n, err, posted, e;
 
-	if (!x) {
-		if (bad_wr)
-			*bad_wr = wr;
-		return EINVAL;
-	}
 	while (wr) {
 		for (n = 0, err = 0; wr && n < CHUNK; wr = wr->next) {
 			if (wr->num_sge < 0 || (wr->num_sge && !wr->sg_list)) {
@@ -239,7 +235,8 @@ int xrnic_ibv_post_recv(struct ibv_qp *qp, struct ibv_recv_wr *wr,
 		}
 		if (n) {
 			posted = 0;
-			e = xe.post_recv(x->h, w, n, &posted);
+			e = srq ? xe.post_srq_recv(h, w, n, &posted)
+				: xe.post_recv(h, w, n, &posted);
 			if (e) {
 				if (bad_wr)
 					*bad_wr = src[first_unposted(posted, n)];
@@ -253,6 +250,32 @@ int xrnic_ibv_post_recv(struct ibv_qp *qp, struct ibv_recv_wr *wr,
 		}
 	}
 	return 0;
+}
+
+int xrnic_ibv_post_recv(struct ibv_qp *qp, struct ibv_recv_wr *wr,
+			struct ibv_recv_wr **bad_wr)
+{
+	struct xqp *x = fast_xqp(qp);
+
+	if (!x) {
+		if (bad_wr)
+			*bad_wr = wr;
+		return EINVAL;
+	}
+	return post_recv_list(x->h, 0, wr, bad_wr);
+}
+
+int xrnic_ibv_post_srq_recv(struct ibv_srq *srq, struct ibv_recv_wr *wr,
+			    struct ibv_recv_wr **bad_wr)
+{
+	struct xsrq *x = fast_xsrq(srq);
+
+	if (!x) {
+		if (bad_wr)
+			*bad_wr = wr;
+		return EINVAL;
+	}
+	return post_recv_list(x->h, 1, wr, bad_wr);
 }
 
 /* ---- poll and notify ------------------------------------------------------ */

@@ -2,8 +2,8 @@
  * stubs.c: what xrnic does not do. Each is a real function with the
  * header's prototype that fails cleanly, by the function's own convention:
  * pointers NULL with errno, ints an errno value (or -1 with errno where
- * the man page says so). SRQ, AH, multicast, MW, import, dmabuf, ECE and
- * the provider-side IBVERBS_PRIVATE_34 interface.
+ * the man page says so). AH, multicast, MW, import, dmabuf, ECE and the
+ * provider-side IBVERBS_PRIVATE_34 interface. (SRQs: srq.c.)
  */
 #include <stdbool.h>
 #include <string.h>
@@ -56,31 +56,6 @@ EXPORT int ibv_attach_mcast(struct ibv_qp *qp, const union ibv_gid *gid,
 
 EXPORT int ibv_detach_mcast(struct ibv_qp *qp, const union ibv_gid *gid,
 			    uint16_t lid)
-{
-	return EOPNOTSUPP;
-}
-
-/* ---- shared receive queues ---------------------------------------------- */
-
-EXPORT struct ibv_srq *ibv_create_srq(struct ibv_pd *pd,
-				      struct ibv_srq_init_attr *srq_init_attr)
-{
-	errno = EOPNOTSUPP;
-	return NULL;
-}
-
-EXPORT int ibv_modify_srq(struct ibv_srq *srq, struct ibv_srq_attr *srq_attr,
-			  int srq_attr_mask)
-{
-	return EOPNOTSUPP;
-}
-
-EXPORT int ibv_query_srq(struct ibv_srq *srq, struct ibv_srq_attr *srq_attr)
-{
-	return EOPNOTSUPP;
-}
-
-EXPORT int ibv_destroy_srq(struct ibv_srq *srq)
 {
 	return EOPNOTSUPP;
 }
@@ -168,14 +143,6 @@ static int dealloc_mw(struct ibv_mw *mw)
 	return EOPNOTSUPP;
 }
 
-static int post_srq_recv(struct ibv_srq *srq, struct ibv_recv_wr *recv_wr,
-			 struct ibv_recv_wr **bad_recv_wr)
-{
-	if (bad_recv_wr)
-		*bad_recv_wr = recv_wr;
-	return EOPNOTSUPP;
-}
-
 static void *compat_op(void)
 {
 	errno = EOPNOTSUPP;
@@ -187,7 +154,6 @@ void xrnic_ibv_set_stub_ops(struct ibv_context_ops *o)
 	o->alloc_mw = alloc_mw;
 	o->bind_mw = bind_mw;
 	o->dealloc_mw = dealloc_mw;
-	o->post_srq_recv = post_srq_recv;
 	o->_compat_alloc_pd = compat_op;
 	o->_compat_dealloc_pd = compat_op;
 	o->_compat_reg_mr = compat_op;

@@ -391,6 +391,7 @@ static struct ibv_qp *create_qp(struct ibv_context *context, struct ibv_pd *pd,
 	struct xctx *c = to_xctx(context);
 	struct xpd *p = to_xpd(pd);
 	struct xcq *scq, *rcq;
+	struct xsrq *srq = NULL;
 	struct xrnic_qp_init init;
 	struct xqp *x;
 	uint32_t qpn;
@@ -400,9 +401,12 @@ static struct ibv_qp *create_qp(struct ibv_context *context, struct ibv_pd *pd,
 		errno = EINVAL;
 		return NULL;
 	}
-	if (a->qp_type != IBV_QPT_RC || a->srq) {
-		/* iWARP is RC only; xrnic has no SRQ. */
-		errno = EOPNOTSUPP;
+	if (a->qp_type != IBV_QPT_RC) {
+		errno = EOPNOTSUPP; /* iWARP is RC only */
+		return NULL;
+	}
+	if (a->srq && (!(srq = to_xsrq(a->srq)) || a->srq->context != context)) {
+		errno = EINVAL;
 		return NULL;
 	}
 	scq = to_xcq(a->send_cq);
@@ -427,6 +431,7 @@ static struct ibv_qp *create_qp(struct ibv_context *context, struct ibv_pd *pd,
 	init.sq_sig_all = a->sq_sig_all;
 	init.async_ch = c->async_ch;
 	init.cookie = (uintptr_t)x;
+	init.srq = srq ? srq->h : 0;
 	err = xe.create_qp(p->h, &init, &x->h, &qpn);
 	if (err) {
 		free(x);
@@ -454,6 +459,7 @@ static struct ibv_qp *create_qp(struct ibv_context *context, struct ibv_pd *pd,
 	x->qp.pd = pd;
 	x->qp.send_cq = a->send_cq;
 	x->qp.recv_cq = a->recv_cq;
+	x->qp.srq = a->srq;
 	x->qp.qp_num = qpn;
 	x->qp.qp_type = IBV_QPT_RC;
 	pthread_mutex_init(&x->qp.mutex, NULL);
@@ -575,6 +581,7 @@ EXPORT int ibv_query_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr,
 	init_attr->qp_context = qp->qp_context;
 	init_attr->send_cq = qp->send_cq;
 	init_attr->recv_cq = qp->recv_cq;
+	init_attr->srq = qp->srq;
 	init_attr->cap = x->cap;
 	init_attr->qp_type = IBV_QPT_RC;
 	init_attr->sq_sig_all = x->sq_sig_all;
@@ -659,6 +666,7 @@ void xrnic_ibv_set_ops(struct xctx *x)
 	struct ibv_context_ops *o = &x->vctx.context.ops;
 
 	xrnic_ibv_set_device_ops(x);
+	xrnic_ibv_set_srq_ops(x);
 	x->vctx.create_qp_ex = create_qp_ex;
 	o->post_send = xrnic_ibv_post_send;
 	o->post_recv = xrnic_ibv_post_recv;

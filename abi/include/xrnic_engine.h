@@ -80,7 +80,8 @@ int xrnic_query_device(struct xrnic_device_attr *attr);
 enum {
 	XRNIC_EV_COMP = 1,  /* a CQ's notification fired: cookie is the CQ's */
 	XRNIC_EV_ASYNC = 2, /* an async event: code is an ibv_event_type,
-			       cookie the QP's */
+			       cookie the QP's (IBV_EVENT_SRQ_LIMIT_REACHED:
+			       the SRQ's) */
 	XRNIC_EV_CM = 3,    /* an rdma_cm event: code is an
 			       rdma_cm_event_type, cookie the id's */
 };
@@ -202,6 +203,10 @@ struct xrnic_qp_init {
 	int32_t sq_sig_all;
 	uint64_t async_ch; /* the context's async channel (0: none) */
 	uint64_t cookie;   /* the C ibv_qp, for async events */
+	/* 0, or the SRQ the QP takes its receives from: then max_recv_wr
+	   and max_recv_sge are ignored (out: 0) and xrnic_post_recv on the
+	   QP is EINVAL. */
+	uint64_t srq;
 };
 
 int xrnic_create_qp(uint64_t pd, struct xrnic_qp_init *init, uint64_t *qp,
@@ -270,6 +275,50 @@ int xrnic_post_send(uint64_t qp, const struct xrnic_send_wr *wr, int n,
 		    int *posted);
 int xrnic_post_recv(uint64_t qp, const struct xrnic_recv_wr *wr, int n,
 		    int *posted);
+
+/* ---- shared receive queues ----------------------------------------- */
+
+/*
+ * A QP created with an SRQ (xrnic_qp_init.srq) takes one of its receives
+ * per inbound Send, Immediate Data or Write with Immediate; the receive
+ * completes on that QP's receive CQ with its qp_num. A message that finds
+ * the SRQ empty ends only its own connection (Terminate DDP 2/0x02, as an
+ * empty RQ); a QP that ends flushes only the receive it had taken. The
+ * limit is one-shot: once fewer than srq_limit receives are left, the
+ * SRQ's async channel gets XRNIC_EV_ASYNC IBV_EVENT_SRQ_LIMIT_REACHED with
+ * its cookie and the limit is 0 (disarmed) again.
+ */
+struct xrnic_srq_init {
+	uint32_t max_wr;    /* in: asked; out: made */
+	uint32_t max_sge;   /* in: asked; out: made */
+	uint32_t srq_limit; /* armed at creation (0: not), at most max_wr */
+	uint32_t reserved;
+	uint64_t async_ch; /* the context's async channel (0: none) */
+	uint64_t cookie;   /* the C ibv_srq, for the limit event */
+};
+
+/* The layout of struct ibv_srq_attr. */
+struct xrnic_srq_attr {
+	uint32_t max_wr;
+	uint32_t max_sge;
+	uint32_t srq_limit;
+};
+
+enum { /* xrnic_modify_srq's mask: enum ibv_srq_attr_mask's values */
+	XRNIC_SRQ_MAX_WR = 1 << 0, /* resizing: EOPNOTSUPP (as Linux siw) */
+	XRNIC_SRQ_LIMIT = 1 << 1,  /* arm (0: disarm); EINVAL above max_wr */
+};
+
+int xrnic_create_srq(uint64_t pd, struct xrnic_srq_init *init,
+		     uint64_t *srq);
+/* EBUSY while QPs use it; the receives left are dropped, not completed. */
+int xrnic_destroy_srq(uint64_t srq);
+int xrnic_modify_srq(uint64_t srq, const struct xrnic_srq_attr *attr,
+		     int mask);
+int xrnic_query_srq(uint64_t srq, struct xrnic_srq_attr *attr);
+/* As xrnic_post_recv; ENOMEM: the SRQ is full. */
+int xrnic_post_srq_recv(uint64_t srq, const struct xrnic_recv_wr *wr, int n,
+			int *posted);
 
 /* ---- connection management (rdma_cm on iWARP) ----------------------- */
 

@@ -54,6 +54,18 @@ XRNIC_FN(E, int, post_send,
 XRNIC_FN(E, int, post_recv,
 	 (uint64_t qp, const struct xrnic_recv_wr *wr, int n, int *posted),
 	 (qp, wr, n, posted))
+XRNIC_FN(E, int, create_srq,
+	 (uint64_t pd, struct xrnic_srq_init *init, uint64_t *srq),
+	 (pd, init, srq))
+XRNIC_FN(E, int, destroy_srq, (uint64_t srq), (srq))
+XRNIC_FN(E, int, modify_srq,
+	 (uint64_t srq, const struct xrnic_srq_attr *attr, int mask),
+	 (srq, attr, mask))
+XRNIC_FN(E, int, query_srq, (uint64_t srq, struct xrnic_srq_attr *attr),
+	 (srq, attr))
+XRNIC_FN(E, int, post_srq_recv,
+	 (uint64_t srq, const struct xrnic_recv_wr *wr, int n, int *posted),
+	 (srq, wr, n, posted))
 XRNIC_FN(E, int, cm_create_id, (uint64_t ch, uint64_t cookie, uint64_t *id),
 	 (ch, cookie, id))
 XRNIC_FN(E, int, cm_set_cookie, (uint64_t id, uint64_t cookie), (id, cookie))

@@ -1,8 +1,8 @@
 /*
  * verbs.c: the QP side of librdmacm for xrnic (rdma_create_qp and kin,
  * rdma_init_qp_attr, the device list), the synchronous endpoint API of
- * rdma_verbs.h (rdma_create_ep, rdma_get_request), and the calls xrnic
- * does not offer (SRQs through the CM).
+ * rdma_verbs.h (rdma_create_ep, rdma_get_request), and SRQs through the
+ * CM (rdma_create_srq: basic SRQs; a QP the id then creates uses it).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -79,6 +79,8 @@ static int create_qp(struct xid *x, struct ibv_qp_init_attr_ex *in)
 			return -1;
 		a.comp_mask |= IBV_QP_INIT_ATTR_PD;
 	}
+	if (!a.srq)
+		a.srq = x->pub.srq; /* as librdmacm: the id's SRQ (rdma_create_srq) */
 	if (!a.recv_cq) {
 		a.recv_cq = make_cq(x, a.cap.max_recv_wr, &x->pub.recv_cq_channel);
 		if (!a.recv_cq)
@@ -284,21 +286,95 @@ struct sockaddr *xcm_get_peer_addr(struct rdma_cm_id *id)
 	return id ? &id->route.addr.dst_addr : NULL;
 }
 
-/* ---- shared receive queues: not through the CM ------------------------ */
+/* ---- shared receive queues -------------------------------------------- */
+
+/* As librdmacm: the SRQ goes to id->srq (the id's PD, or the default PD
+   of its device, unless attr names one), and rdma_create_qp on the id
+   then uses it. Basic SRQs only: XRC is EOPNOTSUPP. */
+XAPI int rdma_create_srq_ex(struct rdma_cm_id *p, struct ibv_srq_init_attr_ex *attr)
+{
+	struct ibv_srq_init_attr_ex a;
+	struct ibv_srq *srq;
+	struct xid *x;
+	int e = 0;
+
+	if (!attr || !(attr->comp_mask & IBV_SRQ_INIT_ATTR_TYPE))
+		return xfail(EINVAL);
+	if (attr->srq_type != IBV_SRQT_BASIC)
+		return xfail(EOPNOTSUPP);
+	x = xid_ref(p);
+	if (!x)
+		return -1;
+	if (!x->pub.verbs) {
+		xcm_say("rdma_create_srq: the rdma_cm_id has no device yet: resolve its "
+			"address (or take it from a CONNECT_REQUEST) first");
+		e = EINVAL;
+	} else if (x->pub.srq) {
+		e = EEXIST;
+	}
+	a = *attr;
+	if (!e && (!(a.comp_mask & IBV_SRQ_INIT_ATTR_PD) || !a.pd)) {
+		a.pd = x->pub.pd ? x->pub.pd : xcm_default_pd(x->pub.verbs);
+		a.comp_mask |= IBV_SRQ_INIT_ATTR_PD;
+		if (!a.pd)
+			e = errno ? errno : ENOMEM;
+	}
+	if (!e && a.pd->context != x->pub.verbs)
+		e = EINVAL;
+	if (e) {
+		xid_unref(x);
+		return xfail(e);
+	}
+	srq = ibv_create_srq_ex(x->pub.verbs, &a);
+	if (!srq) {
+		e = errno;
+		xid_unref(x);
+		return xfail(e);
+	}
+	attr->attr = a.attr;
+	attr->pd = a.pd;
+	attr->comp_mask = a.comp_mask;
+	if (!x->pub.pd)
+		x->pub.pd = a.pd;
+	x->pub.srq = srq;
+	xid_unref(x);
+	return 0;
+}
 
 XAPI int rdma_create_srq(struct rdma_cm_id *p, struct ibv_pd *pd, struct ibv_srq_init_attr *attr)
 {
-	xcm_say("rdma_create_srq: SRQs are not supported by xrnic");
-	return xfail(ENOSYS);
-}
+	struct ibv_srq_init_attr_ex a;
+	int ret;
 
-XAPI int rdma_create_srq_ex(struct rdma_cm_id *p, struct ibv_srq_init_attr_ex *attr)
-{
-	return rdma_create_srq(p, NULL, NULL);
+	if (!attr)
+		return xfail(EINVAL);
+	memset(&a, 0, sizeof(a));
+	a.srq_context = attr->srq_context;
+	a.attr = attr->attr;
+	a.comp_mask = IBV_SRQ_INIT_ATTR_TYPE | IBV_SRQ_INIT_ATTR_PD;
+	a.srq_type = IBV_SRQT_BASIC;
+	a.pd = pd;
+	ret = rdma_create_srq_ex(p, &a);
+	if (!ret)
+		attr->attr = a.attr;
+	return ret;
 }
 
 XAPI void rdma_destroy_srq(struct rdma_cm_id *p)
 {
+	struct xid *x = xid_ref(p);
+	int err;
+
+	if (!x)
+		return;
+	if (x->pub.srq) {
+		err = ibv_destroy_srq(x->pub.srq);
+		if (err)
+			xcm_say("rdma_destroy_srq: ibv_destroy_srq failed: %s", strerror(err));
+		else
+			x->pub.srq = NULL;
+	}
+	xid_unref(x);
 }
 
 /* ---- endpoints (rdma_verbs.h) ------------------------------------------ */
@@ -354,6 +430,8 @@ XAPI void rdma_destroy_ep(struct rdma_cm_id *p)
 		return;
 	if (x->pub.qp)
 		rdma_destroy_qp(p);
+	if (x->pub.srq)
+		rdma_destroy_srq(p);
 	xid_unref(x);
 	rdma_destroy_id(p);
 }

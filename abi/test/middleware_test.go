@@ -69,6 +69,8 @@ func TestFiPingpong(t *testing.T) {
 	}{
 		{"msg", []string{"-p", "verbs", "-e", "msg"}, nil},
 		{"rdm", []string{"-p", "verbs;ofi_rxm", "-e", "rdm"}, nil},
+		// ofi_rxm's shared receive context: one SRQ under its connections.
+		{"rdm-srx", []string{"-p", "verbs;ofi_rxm", "-e", "rdm"}, []string{"FI_OFI_RXM_USE_SRX=1"}},
 	}
 	forEachTransport(t, []string{"fi_pingpong", "ss"}, func(t *testing.T, e *env) {
 		for _, c := range cases {

@@ -134,6 +134,7 @@ type Device struct {
 	nextQP uint32
 	cqs    map[*CQ]struct{}
 	lns    map[*Listener]struct{}
+	nsrqs  int // SRQs not closed (srq.go)
 
 	tr transport.Transport
 

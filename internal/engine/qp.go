@@ -56,6 +56,11 @@ type QPAttr struct {
 	// when a Send with Invalidate filled it or it completed while such a
 	// completion was still held; those are not reposted.
 	RecvSink func(Completion)
+	// SRQ, when set, is the shared receive queue the QP takes its
+	// receives from (srq.go); RQDepth is then ignored and the QP has no
+	// receive queue of its own. With RecvSink, a receive handed to the
+	// sink goes back to the SRQ's tail.
+	SRQ *SRQ
 }
 
 // ErrPeerClosed is what Disconnected reports once the peer has closed its
@@ -129,6 +134,14 @@ type QP struct {
 	// recvSink, when set, takes successful receives, which are reposted
 	// at once (QPAttr.RecvSink, consumeRecvLocked).
 	recvSink func(Completion)
+	// srq, when set, supplies the receives (srq.go): rq then has length
+	// 0 and one slot (its capacity), which holds the WR taken for the
+	// message being received, if any. rqPD
+	// is the PD the receives' lkeys belong to (the SRQ's or the QP's),
+	// rqSGEs the SGEs per rq slot.
+	srq    *SRQ
+	rqPD   mem.PD
+	rqSGEs int
 
 	reqTimeout time.Duration // outstanding Read/Atomic without a response (watchdog.go)
 	// Progress the watchdog reads: bytes handed to input, whether a
@@ -260,6 +273,9 @@ func (d *Device) CreateQP(a QPAttr) (*QP, error) {
 	if a.MaxIRD == 0 || a.MaxIRD > d.cfg.MaxIRD {
 		a.MaxIRD = d.cfg.MaxIRD
 	}
+	if a.SRQ != nil {
+		a.RQDepth = 0 // its receives are reserved on RecvCQ as it takes them (srq.go)
+	}
 	if a.SendCQ == nil || a.RecvCQ == nil || a.SQDepth <= 0 || a.RQDepth < 0 ||
 		a.SQDepth > d.cfg.MaxWR || a.RQDepth > d.cfg.MaxWR || a.MaxSGE < 0 || a.MaxSGE > d.cfg.MaxSGE {
 		return nil, ErrBadAttr
@@ -290,10 +306,16 @@ func (d *Device) CreateQP(a QPAttr) (*QP, error) {
 	}
 	qp.rq = qp.rq[:a.RQDepth]
 	qp.stats.init()
+	qp.rqPD, qp.rqSGEs = a.PD, max(a.MaxSGE, 1)
+	if err := qp.useSRQ(a.SRQ); err != nil {
+		qp.detachCQs()
+		return nil, err
+	}
 	d.mu.Lock()
 	if d.closed || len(d.qps) >= d.cfg.MaxQPs {
 		d.mu.Unlock()
 		qp.detachCQs()
+		a.SRQ.detachIf()
 		if d.closed {
 			return nil, ErrClosed
 		}
@@ -343,7 +365,7 @@ func (qp *QP) ConnInfo() ConnInfo {
 type QueueInfo struct {
 	SQDepth, RQDepth int // work requests each queue holds
 	SQOutstanding    int // send WRs posted and not yet completed
-	RQPosted         int // receive WRs posted and not yet consumed
+	RQPosted         int // receive WRs posted and not yet consumed (on an SRQ: taken, 0 or 1)
 	ORDOutstanding   int // our Reads and Atomics awaiting a response
 	IRDOutstanding   int // the peer's Reads and Atomics being answered
 }
@@ -398,9 +420,10 @@ func (qp *QP) sqSlot(seq uint32) (*sqEntry, []SGE) {
 }
 
 func (qp *QP) rqSlot(seq uint32) (*rqEntry, []SGE) {
-	i := int(seq % uint32(len(qp.rq)))
-	m := max(qp.maxSGE, 1)
-	return &qp.rq[i], qp.rqSGE[i*m : i*m+m]
+	rq := qp.rq[:cap(qp.rq)] // an SRQ's QP: length 0, one slot
+	i := int(seq % uint32(len(rq)))
+	m := qp.rqSGEs
+	return &rq[i], qp.rqSGE[i*m : i*m+m]
 }
 
 // PostSend queues a send work request (ibv_post_send). It copies wr and its
@@ -485,9 +508,10 @@ func (qp *QP) postInternalLocked(wr SendWR, kind uint8) bool {
 }
 
 // PostRecv queues a receive work request (ibv_post_recv). It copies wr and
-// allocates nothing.
+// allocates nothing. A QP on an SRQ refuses it (ErrInvalidWR, EINVAL in
+// libibverbs): its receives are the SRQ's.
 func (qp *QP) PostRecv(wr *RecvWR) error {
-	if len(wr.SGL) > qp.maxSGE {
+	if len(wr.SGL) > qp.maxSGE || qp.srq != nil {
 		return ErrInvalidWR
 	}
 	var length uint64
@@ -598,6 +622,18 @@ func (qp *QP) consumeRecvLocked(c *Completion) {
 		return
 	}
 	c.ID, c.QPNum = r.id, qp.num
+	if qp.srq != nil {
+		// Back to the SRQ, for any of its QPs; the CQ entry reserved
+		// when it was taken is not needed. A full SRQ (the application
+		// posted meanwhile) leaves it to complete as usual.
+		if !qp.srq.putBack(r, sgl) {
+			qp.completeRecv(r, c)
+			return
+		}
+		qp.rcq.release()
+		qp.recvSink(*c)
+		return
+	}
 	// The head's slot is free now; the tail's is the same slot when the
 	// queue was full, else an empty one.
 	if t, tsgl := qp.rqSlot(qp.rqTail); t != r {
@@ -799,6 +835,7 @@ func (qp *QP) Close() error {
 		qp.rxReader.Close()
 	}
 	qp.detachCQs()
+	qp.srq.detachIf()
 	qp.dev.mu.Lock()
 	delete(qp.dev.qps, qp.num)
 	qp.dev.mu.Unlock()

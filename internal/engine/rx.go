@@ -456,7 +456,7 @@ func (qp *QP) scatter(src []byte, sgl []SGE, off uint64) bool {
 			continue
 		}
 		k := min(l-off, uint64(len(src)))
-		w, ok := qp.dev.table.CheckLocal(sgl[i].LKey, qp.pd, mem.LocalWrite, sgl[i].Addr+off, k)
+		w, ok := qp.dev.table.CheckLocal(sgl[i].LKey, qp.rqPD, mem.LocalWrite, sgl[i].Addr+off, k)
 		if !ok {
 			return false
 		}
@@ -471,11 +471,16 @@ func (qp *QP) scatter(src []byte, sgl []SGE, off uint64) bool {
 // MSN/MO and completes it at the L segment (RFC 5041 §7.1 checks).
 func (qp *QP) rxSend(seg ddp.Segment, op rdmap.OpCode, pl []byte) *term.Error {
 	u := seg.Untagged()
-	if qp.rqHead == qp.rqTail {
+	if qp.rqHead == qp.rqTail && qp.srq == nil {
 		return term.DDPUntaggedNoBuffer
 	}
 	if u.MSN() != qp.recvMSN {
 		return term.DDPUntaggedMSNRange
+	}
+	if qp.rqHead == qp.rqTail { // on an SRQ: the first segment takes one
+		if e := qp.srqTakeLocked(); e != nil {
+			return e
+		}
 	}
 	r, sgl := qp.rqSlot(qp.rqHead)
 	if !qp.recvActive {
@@ -533,11 +538,16 @@ func (qp *QP) rxSend(seg ddp.Segment, op rdmap.OpCode, pl []byte) *term.Error {
 // completion only; 1 to 7 bytes are too short.
 func (qp *QP) rxImmediate(seg ddp.Segment, op rdmap.OpCode, pl []byte) *term.Error {
 	u := seg.Untagged()
-	if qp.rqHead == qp.rqTail {
+	if qp.rqHead == qp.rqTail && qp.srq == nil {
 		return term.DDPUntaggedNoBuffer
 	}
 	if u.MSN() != qp.recvMSN || qp.recvActive {
 		return term.DDPUntaggedMSNRange
+	}
+	if qp.rqHead == qp.rqTail {
+		if e := qp.srqTakeLocked(); e != nil {
+			return e
+		}
 	}
 	r, sgl := qp.rqSlot(qp.rqHead)
 	c := Completion{Op: OpRecvImm, ByteLen: rdmap.ImmediateLen, Flags: WCWithImm, Imm: binary.BigEndian.Uint64(pl)}

@@ -71,6 +71,7 @@ var (
 	ErrTooManyQPs   = rnic.ErrTooManyQPs
 	ErrCQOverflow   = rnic.ErrCQOverflow
 	ErrCQBusy       = rnic.ErrCQBusy
+	ErrSRQBusy      = rnic.ErrSRQBusy
 	ErrQueueFull    = rnic.ErrQueueFull
 	ErrCQFull       = rnic.ErrCQFull
 	ErrInvalidWR    = rnic.ErrInvalidWR

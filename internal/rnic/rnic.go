@@ -21,6 +21,7 @@ var (
 	ErrTooManyQPs   = errors.New("xrnic: too many QPs (raise the device's MaxQPs)")
 	ErrCQOverflow   = errors.New("xrnic: CQ too small for the queues attached to it") // no longer returned: CQs grow
 	ErrCQBusy       = errors.New("xrnic: CQ still has QPs attached (close them first)")
+	ErrSRQBusy      = errors.New("xrnic: SRQ still has QPs attached (close them first)")
 	ErrQueueFull    = errors.New("xrnic: work queue full (poll the CQ)")
 	ErrCQFull       = errors.New("xrnic: CQ at the device's max_cqe has no room for another outstanding work request (poll it)")
 	ErrInvalidWR    = errors.New("xrnic: invalid work request (opcode, flags, SGE count or atomic buffer)")

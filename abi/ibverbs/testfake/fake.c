@@ -228,6 +228,8 @@ E int xrnic_create_qp(uint64_t pd, struct xrnic_qp_init *init, uint64_t *qp,
 		return ENOMEM;
 	qp_scq[h] = init->send_cq;
 	qp_state_[h] = 1; /* INIT */
+	if (init->srq)
+		init->max_recv_wr = init->max_recv_sge = 0;
 	*qp = h;
 	*qpn = (uint32_t)h;
 	return 0;
@@ -306,6 +308,58 @@ E int xrnic_post_send(uint64_t qp, const struct xrnic_send_wr *wr, int n,
 E int xrnic_post_recv(uint64_t qp, const struct xrnic_recv_wr *wr, int n,
 		      int *posted)
 {
+	*posted = n;
+	return 0;
+}
+
+/* SRQs: attributes kept, receives counted. */
+static struct xrnic_srq_attr srq_attr_[MAXH];
+static int srq_posted[MAXH];
+
+E int xrnic_create_srq(uint64_t pd, struct xrnic_srq_init *init,
+		       uint64_t *srq)
+{
+	uint64_t h = newh();
+
+	if (!h)
+		return ENOMEM;
+	if (!init->max_wr || init->srq_limit > init->max_wr)
+		return EINVAL;
+	srq_attr_[h] = (struct xrnic_srq_attr){init->max_wr,
+					       init->max_sge ? init->max_sge : 1,
+					       init->srq_limit};
+	init->max_sge = srq_attr_[h].max_sge;
+	*srq = h;
+	return 0;
+}
+
+E int xrnic_destroy_srq(uint64_t srq)
+{
+	return 0;
+}
+
+E int xrnic_modify_srq(uint64_t srq, const struct xrnic_srq_attr *attr,
+		       int mask)
+{
+	if (mask & XRNIC_SRQ_MAX_WR)
+		return EOPNOTSUPP;
+	if ((mask & XRNIC_SRQ_LIMIT) && attr->srq_limit > srq_attr_[srq].max_wr)
+		return EINVAL;
+	if (mask & XRNIC_SRQ_LIMIT)
+		srq_attr_[srq].srq_limit = attr->srq_limit;
+	return 0;
+}
+
+E int xrnic_query_srq(uint64_t srq, struct xrnic_srq_attr *attr)
+{
+	*attr = srq_attr_[srq];
+	return 0;
+}
+
+E int xrnic_post_srq_recv(uint64_t srq, const struct xrnic_recv_wr *wr, int n,
+			  int *posted)
+{
+	srq_posted[srq] += n;
 	*posted = n;
 	return 0;
 }

@@ -137,7 +137,9 @@ int main(void)
 	CHECK(ibv_query_pkey(c, 1, 0, &pkey) == 0 && pkey == htons(0xffff));
 	CHECK(ibv_create_cq_ex(c, &(struct ibv_cq_init_attr_ex){.cqe = 4}) ==
 		      NULL && errno == EOPNOTSUPP);
-	CHECK(ibv_create_srq(NULL, NULL) == NULL && errno == EOPNOTSUPP);
+	CHECK(ibv_create_srq(NULL, NULL) == NULL && errno == EINVAL);
+	CHECK(da.max_srq == 1024 && da.max_srq_wr == da.max_qp_wr &&
+	      da.max_srq_sge == da.max_sge);
 
 	/* bad arguments */
 	CHECK(ibv_alloc_pd(NULL) == NULL && errno == EINVAL);
@@ -346,6 +348,60 @@ int main(void)
 	      qa.qp_state == IBV_QPS_ERR && ia.qp_type == IBV_QPT_RC);
 
 	CHECK(ibv_destroy_qp(qp) == 0);
+
+	/* SRQs: basic only; init_attr.srq; post through ops */
+	{
+		struct ibv_srq_init_attr sa = {.attr = {.max_wr = 32, .max_sge = 2}};
+		struct ibv_srq_init_attr_ex sx;
+		struct ibv_srq_attr q;
+		struct ibv_srq *srq, jsrq;
+		struct ibv_recv_wr rw[2], *rbad;
+
+		srq = ibv_create_srq(pd, &sa);
+		CHECK(srq && srq->pd == pd && sa.attr.max_wr == 32);
+		memset(&sx, 0, sizeof(sx));
+		sx.comp_mask = IBV_SRQ_INIT_ATTR_PD | IBV_SRQ_INIT_ATTR_TYPE;
+		sx.pd = pd;
+		sx.srq_type = IBV_SRQT_XRC;
+		sx.attr.max_wr = 4;
+		CHECK(ibv_create_srq_ex(c, &sx) == NULL && errno == EOPNOTSUPP);
+		sx.srq_type = IBV_SRQT_BASIC;
+		sx.comp_mask |= IBV_SRQ_INIT_ATTR_CQ;
+		sx.cq = cq;
+		{
+			struct ibv_srq *s2 = ibv_create_srq_ex(c, &sx);
+
+			CHECK(s2 && ibv_destroy_srq(s2) == 0);
+		}
+		CHECK(ibv_query_srq(srq, &q) == 0 && q.max_wr == 32 &&
+		      q.max_sge == 2 && q.srq_limit == 0);
+		q.srq_limit = 8;
+		CHECK(ibv_modify_srq(srq, &q, IBV_SRQ_LIMIT) == 0);
+		CHECK(ibv_query_srq(srq, &q) == 0 && q.srq_limit == 8);
+		CHECK(ibv_modify_srq(srq, &q, IBV_SRQ_MAX_WR) == EOPNOTSUPP);
+		memset(rw, 0, sizeof(rw));
+		rw[0].sg_list = &sge;
+		rw[0].num_sge = 1;
+		rw[0].next = &rw[1];
+		rw[1].num_sge = -1;
+		rbad = NULL;
+		CHECK(ibv_post_srq_recv(srq, &rw[0], &rbad) == EINVAL &&
+		      rbad == &rw[1]);
+		memset(&jsrq, 0, sizeof(jsrq));
+		jsrq.context = c;
+		CHECK(ibv_destroy_srq(&jsrq) == EINVAL);
+		CHECK(ibv_query_srq(&jsrq, &q) == EINVAL);
+		ia.srq = &jsrq;
+		CHECK(ibv_create_qp(pd, &ia) == NULL && errno == EINVAL);
+		ia.srq = srq;
+		qp = ibv_create_qp(pd, &ia);
+		CHECK(qp && qp->srq == srq && ia.cap.max_recv_wr == 0);
+		CHECK(ibv_query_qp(qp, &qa, IBV_QP_STATE, &ia) == 0 &&
+		      ia.srq == srq);
+		CHECK(ibv_destroy_qp(qp) == 0);
+		CHECK(ibv_destroy_srq(srq) == 0);
+		ia.srq = NULL;
+	}
 	CHECK(ibv_destroy_cq(cq) == 0);
 	CHECK(ibv_destroy_comp_channel(ch) == 0);
 	CHECK(ibv_dereg_mr(mr) == 0);

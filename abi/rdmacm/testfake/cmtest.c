@@ -15,6 +15,7 @@
 #include <unistd.h>
 #include <arpa/inet.h>
 #include <rdma/rdma_cma.h>
+#include <rdma/rdma_verbs.h>
 #include <rdma/rsocket.h>
 
 int fake_verbs_live(void);
@@ -178,6 +179,30 @@ static void test_args(void)
 
 		CHECK(l && n == 1 && l[0] && !l[1]);
 		rdma_free_devices(l);
+	}
+	{
+		/* rdma_create_srq: id->srq, which the id's QP then uses */
+		struct sockaddr_in dst = sin4("127.0.0.1", 7101);
+		struct ibv_srq_init_attr sa = { .attr = { .max_wr = 8, .max_sge = 1 } };
+		struct ibv_srq_init_attr_ex sx = { .comp_mask = IBV_SRQ_INIT_ATTR_TYPE,
+						   .srq_type = IBV_SRQT_XRC };
+
+		CHECK(rdma_create_id(ch, &id, NULL, RDMA_PS_TCP) == 0);
+		CHECK(rdma_create_srq(id, NULL, &sa) == -1 && errno == EINVAL); /* no device yet */
+		CHECK(rdma_resolve_addr(id, NULL, (struct sockaddr *)&dst, 2000) == 0);
+		rdma_ack_cm_event(next(ch, RDMA_CM_EVENT_ADDR_RESOLVED, id));
+		CHECK(rdma_create_srq_ex(id, &sx) == -1 && errno == EOPNOTSUPP);
+		CHECK(rdma_create_srq(id, NULL, NULL) == -1 && errno == EINVAL);
+		CHECK(rdma_create_srq(id, NULL, &sa) == 0 && id->srq && id->pd &&
+		      id->srq->pd == id->pd);
+		CHECK(rdma_create_srq(id, NULL, &sa) == -1 && errno == EEXIST);
+		qp(id);
+		CHECK(id->qp->srq == id->srq);
+		rdma_destroy_qp(id);
+		rdma_destroy_srq(id);
+		CHECK(id->srq == NULL);
+		rdma_destroy_srq((void *)junk);
+		CHECK(rdma_destroy_id(id) == 0);
 	}
 	CHECK(!strcmp(rdma_event_str(RDMA_CM_EVENT_ESTABLISHED), "RDMA_CM_EVENT_ESTABLISHED"));
 	CHECK(!strcmp(rdma_event_str(99), "UNKNOWN EVENT"));

@@ -88,6 +88,7 @@ X struct ibv_qp *ibv_create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *a)
 	qp->pd = pd;
 	qp->send_cq = a->send_cq;
 	qp->recv_cq = a->recv_cq;
+	qp->srq = a->srq;
 	qp->qp_num = qpn++;
 	qp->state = IBV_QPS_RESET;
 	a->cap.max_inline_data = 64;
@@ -95,6 +96,17 @@ X struct ibv_qp *ibv_create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *a)
 	return qp;
 }
 X int ibv_destroy_qp(struct ibv_qp *qp) { live--; free(qp); return 0; }
+X struct ibv_srq *ibv_create_srq(struct ibv_pd *pd, struct ibv_srq_init_attr *a)
+{
+	struct ibv_srq *srq = calloc(1, sizeof(*srq));
+
+	srq->context = pd->context;
+	srq->pd = pd;
+	srq->srq_context = a->srq_context;
+	live++;
+	return srq;
+}
+X int ibv_destroy_srq(struct ibv_srq *srq) { live--; free(srq); return 0; }
 X int ibv_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *a, int mask)
 {
 	if (mask & IBV_QP_STATE)
