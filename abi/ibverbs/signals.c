@@ -10,7 +10,11 @@
  * that exist when it starts (seen in CI: perftest -D 2 crashed in the
  * engine). With SA_ONSTACK the handler runs on the alternate signal stack
  * the Go runtime gives each thread that calls into it; on other threads
- * the flag changes nothing. These definitions carry glibc's version, so
+ * the flag changes nothing. A SIGURG handler also gets SA_RESTART: the
+ * runtime sends SIGURG to preempt the threads running Go code, and one
+ * that lands after such a thread returned to the application (into
+ * read() in ibv_get_cq_event, say) would otherwise fail that call with
+ * EINTR (seen with qperf, whose handler lacks SA_RESTART). These definitions carry glibc's version, so
  * they bind the application's references (libibverbs.so.1 comes before
  * libc.so.6 in its search order) and pass on to glibc's (RTLD_NEXT).
  */
@@ -44,11 +48,14 @@ EXPORT int xrnic_sigaction(int sig, const struct sigaction *act,
 		errno = ENOSYS;
 		return -1;
 	}
-	if (act && !(act->sa_flags & SA_ONSTACK) &&
-	    act->sa_handler != SIG_DFL && act->sa_handler != SIG_IGN) {
-		a = *act;
-		a.sa_flags |= SA_ONSTACK;
-		act = &a;
+	if (act && act->sa_handler != SIG_DFL && act->sa_handler != SIG_IGN) {
+		int want = SA_ONSTACK | (sig == SIGURG ? SA_RESTART : 0);
+
+		if ((act->sa_flags & want) != want) {
+			a = *act;
+			a.sa_flags |= want;
+			act = &a;
+		}
 	}
 	return f(sig, act, old);
 }

@@ -291,6 +291,34 @@ func TestImmediateAndWriteImm(t *testing.T) {
 	poll(t, c.scq, 1)
 }
 
+// TestImmediateShortReceive: after an RDMA Write, Immediate Data into a
+// receive of 1 to 7 bytes completes with the value and leaves the buffer
+// alone (InfiniBand's Write with Immediate; qperf posts 1-byte receives);
+// a lone Immediate Data into one is a local length error and a Terminate.
+func TestImmediateShortReceive(t *testing.T) {
+	c, s := connectPair(t, 1<<16, QPAttr{}, ConnParams{}, ConnParams{})
+	fill(s.buf[:16], 9)
+	want := append([]byte(nil), s.buf[:16]...)
+	mustRecv(t, s.qp, RecvWR{ID: 1, SGL: []SGE{s.sge(0, 1)}})
+	mustRecv(t, s.qp, RecvWR{ID: 2, SGL: []SGE{s.sge(8, 7)}})
+	fill(c.buf[:100], 3)
+	mustPost(t, c.qp, SendWR{ID: 1, Op: OpWriteWithImm, SGL: []SGE{c.sge(0, 100)}, RemoteSTag: s.mr.STag(), RemoteTO: s.to(4096), Imm: 0xfeed})
+	rc := poll(t, s.rcq, 1)[0]
+	if rc.ID != 1 || rc.Status != StatusSuccess || rc.Op != OpRecvWriteImm || rc.Imm != 0xfeed || rc.ByteLen != 100 {
+		t.Fatalf("write-imm into 1 byte: %+v", rc)
+	}
+	if !bytes.Equal(s.buf[:16], want) || !bytes.Equal(s.buf[4096:4196], c.buf[:100]) {
+		t.Fatalf("receive buffer touched or Write not placed: % x", s.buf[:16])
+	}
+	mustPost(t, c.qp, SendWR{ID: 2, Op: OpImm, Imm: 5})
+	if rc := poll(t, s.rcq, 1)[0]; rc.ID != 2 || rc.Status != StatusLocLenErr {
+		t.Fatalf("lone imm into 7 bytes: %+v", rc)
+	}
+	if !bytes.Equal(s.buf[:16], want) {
+		t.Fatalf("receive buffer touched: % x", s.buf[:16])
+	}
+}
+
 func TestSendInvalidateThenWrite(t *testing.T) {
 	c, s := connectPair(t, 1<<16, QPAttr{}, ConnParams{}, ConnParams{})
 	// A second MR on the server, bound to the stream, remotely invalidable.

@@ -535,7 +535,10 @@ func (qp *QP) rxSend(seg ddp.Segment, op rdmap.OpCode, pl []byte) *term.Error {
 // WR, whose buffer gets the 8 bytes, and completes it with the value. A
 // receive with no buffer (empty SGL or 0 bytes, what InfiniBand-style
 // applications post for Write with Immediate) takes the value in the
-// completion only; 1 to 7 bytes are too short.
+// completion only, and so does one shorter than 8 bytes after an RDMA
+// Write: InfiniBand's Write with Immediate never touches the receive
+// buffer, and qperf posts its message size (1 byte) there. A lone
+// Immediate Data into 1 to 7 bytes is too short.
 func (qp *QP) rxImmediate(seg ddp.Segment, op rdmap.OpCode, pl []byte) *term.Error {
 	u := seg.Untagged()
 	if qp.rqHead == qp.rqTail && qp.srq == nil {
@@ -552,7 +555,7 @@ func (qp *QP) rxImmediate(seg ddp.Segment, op rdmap.OpCode, pl []byte) *term.Err
 	r, sgl := qp.rqSlot(qp.rqHead)
 	c := Completion{Op: OpRecvImm, ByteLen: rdmap.ImmediateLen, Flags: WCWithImm, Imm: binary.BigEndian.Uint64(pl)}
 	switch {
-	case r.length == 0:
+	case r.length == 0, qp.prevWrite && r.length < rdmap.ImmediateLen:
 		c.ByteLen = 0
 	case r.length < rdmap.ImmediateLen:
 		qp.failRecvHead(StatusLocLenErr, term.DDPUntaggedTooLong)
