@@ -641,17 +641,14 @@ func postRecv(h uint64, wrs *recvWRT, n int32, posted *int32) int {
 	if q == nil {
 		return int(syscall.EBADF)
 	}
-	if n < 0 || (n > 0 && wrs == nil) {
+	ws, ok := recvWRs(wrs, n)
+	if !ok {
 		return failErr(syscall.EINVAL, errBadWR)
 	}
-	for i := range unsafe.Slice(wrs, n) {
-		w := &unsafe.Slice(wrs, n)[i]
-		if w.NumSGE < 0 || int(w.NumSGE) > q.maxSGE || (w.NumSGE > 0 && w.SgList == nil) {
+	for i := range ws {
+		wr, ok := recvWR(&ws[i], q.maxSGE)
+		if !ok {
 			return failErr(syscall.EINVAL, errBadWR)
-		}
-		wr := verbs.RecvWR{ID: w.WRID}
-		if w.NumSGE > 0 {
-			wr.SGL = unsafe.Slice((*verbs.SGE)(w.SgList), w.NumSGE)
 		}
 		if err := q.qp.PostRecv(&wr); err != nil {
 			return postErr(err)
@@ -661,4 +658,25 @@ func postRecv(h uint64, wrs *recvWRT, n int32, posted *int32) int {
 		}
 	}
 	return 0
+}
+
+// recvWRs is the C array of n receive WRs; false if n or the pointer is bad.
+func recvWRs(wrs *recvWRT, n int32) ([]recvWRT, bool) {
+	if n < 0 || (n > 0 && wrs == nil) {
+		return nil, false
+	}
+	return unsafe.Slice(wrs, n), true
+}
+
+// recvWR checks a C receive WR (for a queue taking maxSGE entries) and
+// gives the engine's, whose SGL is the C array itself.
+func recvWR(w *recvWRT, maxSGE int) (verbs.RecvWR, bool) {
+	if w.NumSGE < 0 || int(w.NumSGE) > maxSGE || (w.NumSGE > 0 && w.SgList == nil) {
+		return verbs.RecvWR{}, false
+	}
+	wr := verbs.RecvWR{ID: w.WRID}
+	if w.NumSGE > 0 {
+		wr.SGL = unsafe.Slice((*verbs.SGE)(w.SgList), w.NumSGE)
+	}
+	return wr, true
 }

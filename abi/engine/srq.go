@@ -5,7 +5,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
-	"unsafe"
 
 	"xrnic/verbs"
 )
@@ -143,17 +142,14 @@ func postSRQRecv(h uint64, wrs *recvWRT, n int32, posted *int32) int {
 	if s == nil {
 		return int(syscall.EBADF)
 	}
-	if n < 0 || (n > 0 && wrs == nil) {
+	ws, ok := recvWRs(wrs, n)
+	if !ok {
 		return failErr(syscall.EINVAL, errBadWR)
 	}
-	for i := range unsafe.Slice(wrs, n) {
-		w := &unsafe.Slice(wrs, n)[i]
-		if w.NumSGE < 0 || int(w.NumSGE) > s.maxSGE || (w.NumSGE > 0 && w.SgList == nil) {
+	for i := range ws {
+		wr, ok := recvWR(&ws[i], s.maxSGE)
+		if !ok {
 			return failErr(syscall.EINVAL, errBadWR)
-		}
-		wr := verbs.RecvWR{ID: w.WRID}
-		if w.NumSGE > 0 {
-			wr.SGL = unsafe.Slice((*verbs.SGE)(w.SgList), w.NumSGE)
 		}
 		if err := s.srq.PostRecv(&wr); err != nil {
 			return postErr(err)
