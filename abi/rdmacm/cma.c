@@ -685,6 +685,10 @@ XAPI int rdma_bind_addr(struct rdma_cm_id *p, struct sockaddr *addr)
 	err = xe.cm_bind(x->h, addr);
 	if (err) {
 		xid_unref(x);
+		/* EADDRNOTAVAIL is a probe's answer (libfabric binds every
+		   interface address, a tentative IPv6 one too): no line. */
+		if (err == EADDRNOTAVAIL)
+			return xfail(err);
 		return xfail(xrnic_ibv_report("rdma_bind_addr", err));
 	}
 	set_addr(&x->pub.route.addr.src_storage, addr);
