@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # prepare.sh builds what the siw guest boots: Debian's own kernel, siw.ko
 # built out of tree from Debian's linux-source of exactly that kernel, and an
-# initramfs with the kernel modules and Debian's rdma-core tools. Packages are
-# fetched with `apt-get download` and unpacked with `dpkg -x`: nothing is
-# installed on the host. Everything lands in the cache directory (argument 1,
-# default /var/cache/xrnic/siw); a warm run fetches and builds nothing.
+# initramfs with the kernel modules and Debian's rdma-core tools, perftest
+# and qperf. Packages are fetched with `apt-get download` and unpacked with
+# `dpkg -x`: nothing is installed on the host. Everything lands in the cache
+# directory (argument 1, default /var/cache/xrnic/siw); a warm run fetches
+# and builds nothing.
 #
 # Output (printed on the last line): DIR containing vmlinuz, root/ (the
 # initramfs tree; the harness packs it with its own agent) and rdma-core/
@@ -59,7 +60,7 @@ mkdir -p "$debs"
 
 pkgs=(
 	"linux-image-$kabi" "linux-headers-$kabi" "linux-headers-$kflav-common" linux-kbuild-6.1 linux-source-6.1
-	libibverbs1 librdmacm1 ibverbs-providers rdmacm-utils ibverbs-utils perftest
+	libibverbs1 librdmacm1 ibverbs-providers rdmacm-utils ibverbs-utils perftest qperf
 	libibverbs-dev librdmacm-dev libnl-3-200 libnl-route-3-200 libibumad3 libpci3 busybox-static
 )
 (
@@ -131,7 +132,7 @@ cp -r "$out/siw" "$root/lib/modules/siw-variants"
 # rdma-core and the tools, from Debian's packages.
 rc="$out/rdma-core"
 mkdir -p "$rc"
-for p in libibverbs1 librdmacm1 ibverbs-providers rdmacm-utils ibverbs-utils perftest \
+for p in libibverbs1 librdmacm1 ibverbs-providers rdmacm-utils ibverbs-utils perftest qperf \
 	libibverbs-dev librdmacm-dev libnl-3-200 libnl-route-3-200 libibumad3 libpci3 busybox-static; do
 	dpkg -x "$(deb "$p")" "$rc"
 done
@@ -141,7 +142,7 @@ cp "$rc/etc/libibverbs.d/siw.driver" "$root/etc/libibverbs.d/"
 cp -a "$rc"/usr/lib/x86_64-linux-gnu/libibverbs/libsiw-rdmav*.so "$root/usr/lib/x86_64-linux-gnu/libibverbs/"
 cp "$rc/bin/busybox" "$root/usr/bin/busybox"
 
-bins=("$rc"/usr/bin/rping "$rc"/usr/bin/ibv_devinfo "$rc"/usr/bin/ibv_devices "$rc"/usr/bin/ib_*_{bw,lat} /usr/bin/rdma)
+bins=("$rc"/usr/bin/rping "$rc"/usr/bin/ibv_devinfo "$rc"/usr/bin/ibv_devices "$rc"/usr/bin/ib_*_{bw,lat} "$rc"/usr/bin/qperf /usr/bin/rdma)
 libpath="$rc/usr/lib/x86_64-linux-gnu:$rc/lib/x86_64-linux-gnu"
 for b in "${bins[@]}"; do
 	cp "$b" "$root/usr/bin/"
