@@ -1,6 +1,8 @@
 package abitest
 
 import (
+	"bufio"
+	"context"
 	"fmt"
 	"os"
 	"os/exec"
@@ -11,6 +13,8 @@ import (
 	"time"
 
 	"xrnic/internal/netns"
+	"xrnic/internal/require"
+	"xrnic/wire/wiretest"
 )
 
 // tcpListening tells whether a TCP socket in ns listens on port (ss: a
@@ -122,7 +126,8 @@ var mpiChecks = []string{"pingpong", "exchange", "allreduce", "bcast", "allgathe
 // TestMPI runs Open MPI (Debian's openmpi-bin, unmodified) with one rank
 // in each namespace over xrnic, on each transport: pml cm with the ofi MTL on libfabric's
 // verbs;ofi_rxm, so MPI's messages have no other path than xrnic's QPs
-// (no BTL carries point-to-point under pml cm). mpirun runs in namespace
+// (no BTL carries point-to-point under pml cm; on the kernel transport a
+// capture shows them as MPA FPDUs). mpirun runs in namespace
 // A and starts the second rank through an rsh agent that enters
 // namespace B. It runs c/mpitest.c (every result checked) and then
 // Debian's NetPIPE (NPopenmpi) up to 1 MiB, whose table is checked.
@@ -161,6 +166,14 @@ exec ip netns exec "$ns" env XRNIC_IFACE="$dev" sh -c "$*"
 		}
 
 		t.Run("mpitest", func(t *testing.T) {
+			// On the kernel transport the veth's packet taps see the
+			// ranks' TCP: a capture shows MPI's bytes went as MPA FPDUs.
+			// (afxdp's frames pass the taps by; there the engines' logs
+			// below are the proof.)
+			var stopCapture func() int
+			if !e.tr.afxdp {
+				stopCapture = captureFPDUs(t, e.pair.NSA, e.pair.DevA)
+			}
 			p := e.start(t, e.pair.NSA, 3*time.Minute, []string{"XRNIC_DEBUG=1", "XRNIC_TRANSPORT=" + e.tr.name}, "mpirun", mpirun(bin)...)
 			err := p.wait()
 			out := p.out.String()
@@ -191,6 +204,17 @@ exec ip netns exec "$ns" env XRNIC_IFACE="$dev" sh -c "$*"
 			}
 			if n := strings.Count(out, ": event 9 status 0"); n < 2 {
 				t.Errorf("%d connections established over xrnic, want one per rank at least\n%s", n, out)
+			}
+			if stopCapture != nil {
+				// mpitest sends a few hundred messages, each at least one
+				// FPDU (tshark 4.0 decodes the first FPDU of each TCP
+				// segment, and veth segments are large); a TCP fallback
+				// would show none.
+				if n := stopCapture(); n < 200 {
+					t.Errorf("the capture on %s shows %d MPA FPDUs, want one per MPI message at least", e.pair.DevA, n)
+				} else {
+					t.Logf("capture on %s: %d MPA FPDUs (tshark)", e.pair.DevA, n)
+				}
 			}
 		})
 
@@ -227,4 +251,65 @@ exec ip netns exec "$ns" env XRNIC_IFACE="$dev" sh -c "$*"
 			}
 		})
 	})
+}
+
+// captureFPDUs captures dev's TCP in namespace ns with dumpcap until the
+// returned function is called, which decodes the capture with tshark and
+// returns the number of MPA FPDUs it found (its MPA dissector follows a
+// connection from its MPA Request and Reply).
+func captureFPDUs(t *testing.T, ns, dev string) func() int {
+	t.Helper()
+	tshark := require.Tool(t, "tshark", "tshark")
+	dumpcap := require.Tool(t, "dumpcap", "tshark")
+	pcap := filepath.Join(t.TempDir(), "mpi.pcapng")
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	cmd := netns.CommandContext(ctx, ns, dumpcap, "-q", "-i", dev, "-f", "tcp", "-w", pcap)
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	ready := make(chan bool, 1)
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			if strings.Contains(sc.Text(), "Capturing on") {
+				ready <- true
+			}
+		}
+		ready <- false
+	}()
+	stopped := false
+	stop := func() {
+		if !stopped {
+			stopped = true
+			cmd.Process.Signal(os.Interrupt)
+			cmd.Wait()
+			cancel()
+		}
+	}
+	t.Cleanup(stop)
+	select {
+	case ok := <-ready:
+		if !ok {
+			t.Fatal("dumpcap ended before it captured")
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("dumpcap did not start capturing in 15 s")
+	}
+	return func() int {
+		// dumpcap retires the kernel's capture blocks on a timeout and
+		// drops what it has not read when interrupted: give it a second.
+		time.Sleep(time.Second)
+		stop()
+		args := append(append([]string{}, wiretest.TsharkOptions...), "-r", pcap,
+			"-Y", "iwarp_mpa.ulpdulength", "-T", "fields", "-e", "frame.number")
+		out, err := exec.Command(tshark, args...).Output()
+		if err != nil {
+			t.Fatalf("tshark: %v", err)
+		}
+		return len(strings.Fields(string(out)))
+	}
 }
