@@ -562,3 +562,28 @@ func TestIntegrationTXRetry(t *testing.T) {
 		t.Fatalf("completed %d of %d, %d still queued", done, n, s.TXQueued())
 	}
 }
+
+// TestIntegrationReopenQueue: a queue whose socket was just closed (as when
+// its process exits) binds again at once: the kernel releases the old
+// socket's buffer pool in deferred work, answering EBUSY until then, and
+// Open waits that out. 30 close-and-reopen cycles, each on a new UMEM.
+func TestIntegrationReopenQueue(t *testing.T) {
+	r := newRig(t, 1, bpf.ModeAuto, SocketOptions{})
+	netnstest.Do(t, r.pair.NSA, func() {
+		s, u := r.socks[0], r.umem
+		for i := range 30 {
+			s.Close()
+			u.Close()
+			var err error
+			if u, err = NewUMEM(UMEMOptions{Frames: 2048}); err != nil {
+				t.Fatal(err)
+			}
+			if s, err = u.Open(r.idxA, 0, SocketOptions{}); err != nil {
+				u.Close()
+				t.Fatalf("cycle %d: %v", i, err)
+			}
+		}
+		s.Close()
+		u.Close()
+	})
+}

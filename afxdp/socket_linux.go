@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sync/atomic"
+	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -159,6 +160,25 @@ func (u *UMEM) open(ifindex, queue int, o SocketOptions) (*Socket, error) {
 	if o.MultiBuffer {
 		sgs = []bool{true, false}
 	}
+	// A queue whose last socket was just closed (its process exited) stays
+	// bound until the kernel's deferred release of that socket's buffer
+	// pool: EBUSY for a moment. Retry for up to busyWait before failing.
+	deadline := time.Now().Add(busyWait)
+	for {
+		s, err := u.bindModes(ifindex, queue, o, modes, sgs)
+		if err == nil || !errors.Is(err, unix.EBUSY) || time.Now().After(deadline) {
+			return s, err
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// busyWait bounds bindModes' retries on EBUSY (see open).
+const busyWait = 3 * time.Second
+
+// bindModes binds a new socket with the first of the modes (and
+// multi-buffer settings) the device accepts.
+func (u *UMEM) bindModes(ifindex, queue int, o SocketOptions, modes []uint16, sgs []bool) (*Socket, error) {
 	var errs []error
 	for _, mode := range modes {
 		for _, sg := range sgs {
