@@ -16,10 +16,11 @@ import (
 
 // Errors. Posting errors are sentinels (no formatting on the hot path).
 var (
-	ErrClosed        = rnic.ErrClosed
-	ErrNotSupported  = errors.New("verbs: not supported")
-	ErrBadAttr       = rnic.ErrBadAttr
-	ErrTooManyQPs    = rnic.ErrTooManyQPs
+	ErrClosed       = rnic.ErrClosed
+	ErrNotSupported = errors.New("verbs: not supported")
+	ErrBadAttr      = rnic.ErrBadAttr
+	ErrTooManyQPs   = rnic.ErrTooManyQPs
+	// Deprecated: never returned; CQs grow as posts need them.
 	ErrCQOverflow    = rnic.ErrCQOverflow
 	ErrCQBusy        = rnic.ErrCQBusy
 	ErrSRQBusy       = rnic.ErrSRQBusy

@@ -106,5 +106,5 @@ func (s *SRQ) Query() SRQInfo { return s.s.query() }
 
 // Close destroys the SRQ (ibv_destroy_srq); ErrSRQBusy while a QP created
 // with it is not closed. Receives still in it are dropped without a
-// completion (no QP took them; Linux siw and rxe do the same).
+// completion (no QP took them; Linux siw does the same).
 func (s *SRQ) Close() error { return s.s.close() }

@@ -139,7 +139,7 @@ func (s *SRQ) Query() SRQInfo {
 
 // Close destroys the SRQ: ErrSRQBusy while a QP created with it is not
 // closed. The receives still queued are dropped without a completion, as
-// Linux siw and rxe drop them (no QP owns them, so no CQ is theirs).
+// Linux siw drops them (no QP owns them, so no CQ is theirs).
 func (s *SRQ) Close() error {
 	s.mu.Lock()
 	if s.closed {

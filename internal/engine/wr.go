@@ -69,7 +69,6 @@ var (
 	ErrClosed       = rnic.ErrClosed
 	ErrBadAttr      = rnic.ErrBadAttr
 	ErrTooManyQPs   = rnic.ErrTooManyQPs
-	ErrCQOverflow   = rnic.ErrCQOverflow
 	ErrCQBusy       = rnic.ErrCQBusy
 	ErrSRQBusy      = rnic.ErrSRQBusy
 	ErrQueueFull    = rnic.ErrQueueFull
